@@ -1,0 +1,43 @@
+"""stable_ode: neuron membrane dynamics in JAX that do not go NaN.
+
+Models are diffrax terms (`MembraneTerm`), the stiff solvers are diffrax solvers
+(`ExponentialEuler`, `BackwardEuler`, `CrankNicolson`), and `simulate` wires them
+into `diffrax.diffeqsolve` with good defaults.
+"""
+
+from . import mechanisms as mechanisms, morphology as morphology
+from ._math import (
+    exp_bound as exp_bound,
+    exprel as exprel,
+    safe_div as safe_div,
+    safe_exp as safe_exp,
+    safe_log as safe_log,
+    vtrap as vtrap,
+    x_over_expm1 as x_over_expm1,
+)
+from ._model import (
+    build as build,
+    MechanismGroup as MechanismGroup,
+    MembraneModel as MembraneModel,
+    Recording as Recording,
+    State as State,
+)
+from ._simulate import Simulation as Simulation, simulate as simulate
+from ._solver import (
+    BackwardEuler as BackwardEuler,
+    CrankNicolson as CrankNicolson,
+    ExponentialEuler as ExponentialEuler,
+)
+from ._stimulus import Site as Site, StepCurrent as StepCurrent, TraceCurrent as TraceCurrent
+from ._term import MembraneTerm as MembraneTerm
+from .mechanisms import (
+    AbstractMechanism as AbstractMechanism,
+    alpha_beta_gate as alpha_beta_gate,
+    Gate as Gate,
+    HH as HH,
+    inf_tau_gate as inf_tau_gate,
+    Passive as Passive,
+)
+from .morphology import Cell as Cell, Insert as Insert, Section as Section
+
+__version__ = "0.1.0"

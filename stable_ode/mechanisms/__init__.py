@@ -1,0 +1,10 @@
+"""Membrane mechanisms: the interface and the built-in channels."""
+
+from ._base import (
+    AbstractMechanism as AbstractMechanism,
+    alpha_beta_gate as alpha_beta_gate,
+    Gate as Gate,
+    inf_tau_gate as inf_tau_gate,
+)
+from .hh import HH as HH, hh_rates as hh_rates
+from .passive import Passive as Passive

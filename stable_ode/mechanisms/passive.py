@@ -1,0 +1,24 @@
+"""Passive leak, exactly NEURON's `pas`."""
+
+from jaxtyping import Array, ArrayLike, Float
+
+from ._base import AbstractMechanism
+
+
+class Passive(AbstractMechanism):
+    """NEURON's `pas`: `i = g·(v - e)` in mA/cm².
+
+    **Fields:** `g` conductance density, S/cm² (default 0.001); `e` reversal
+    potential, mV (default -70), NEURON's defaults.
+    """
+
+    g: Float[ArrayLike, "*n"] = 0.001
+    e: Float[ArrayLike, "*n"] = -70.0
+
+    def gates(self, v: Float[Array, " n"], celsius: Float[ArrayLike, ""]):
+        del v, celsius
+        return {}
+
+    def current(self, v, states, celsius):
+        del states, celsius
+        return self.g * (v - self.e)

@@ -1,0 +1,84 @@
+"""Axial coupling between compartments: the structured part of the voltage system.
+
+A coupling knows the conductance Laplacian `L` of the compartments (S), with
+`(L v)_i = sum_j g_ij (v_j - v_i)` the axial current into compartment `i` (mA for
+`v` in mV). The implicit voltage step needs solves with `diag(d) - theta·L`, which
+is symmetric; each coupling returns it as a lineax operator of its structure.
+"""
+
+import abc
+
+import equinox as eqx
+import jax.numpy as jnp
+import lineax as lx
+from jaxtyping import Array, Float, Int
+
+
+class AbstractCoupling(eqx.Module):
+    """Interface for axial coupling structures."""
+
+    @abc.abstractmethod
+    def current(self, v: Float[Array, " ncomp"]) -> Float[Array, " ncomp"]:
+        """Axial current into each compartment, mA (`L v`)."""
+
+    @abc.abstractmethod
+    def self_conductance(self) -> Float[Array, " ncomp"]:
+        """`sum_j g_ij` for each compartment `i` (minus the diagonal of `L`), S."""
+
+    @abc.abstractmethod
+    def operator(
+        self, d: Float[Array, " ncomp"], theta: Float[Array, ""] | float
+    ) -> lx.AbstractLinearOperator:
+        """The operator `diag(d) - theta·L`, in this coupling's ordering."""
+
+    @abc.abstractmethod
+    def to_operator_order(self, x: Float[Array, " ncomp"]) -> Float[Array, " ncomp"]:
+        """Permute a compartment vector into the operator's ordering."""
+
+    @abc.abstractmethod
+    def from_operator_order(self, x: Float[Array, " ncomp"]) -> Float[Array, " ncomp"]:
+        """Inverse of `to_operator_order`."""
+
+
+class TridiagonalCoupling(AbstractCoupling):
+    """Compartments on paths (cables, unbranched cells, several cells in a row).
+
+    **Fields:**
+
+    - `g`: conductance between the `k`-th and `(k+1)`-th compartment of the
+      operator ordering, S; zero between cells. Shape `(ncomp - 1,)`.
+    - `order`: the operator ordering (compartment index of each row), or `None`
+      for the identity.
+    """
+
+    g: Float[Array, " ncomp-1"]
+    order: Int[Array, " ncomp"] | None
+    inverse_order: Int[Array, " ncomp"] | None
+
+    def _laplacian_diag(self):
+        zero = jnp.zeros((1,), self.g.dtype)
+        return jnp.concatenate([zero, self.g]) + jnp.concatenate([self.g, zero])
+
+    def self_conductance(self):
+        return self.from_operator_order(self._laplacian_diag())
+
+    def current(self, v):
+        u = self.to_operator_order(v)
+        if u.shape[0] == 1:
+            return jnp.zeros_like(v)
+        flow = self.g * (u[1:] - u[:-1])  # from k+1 into k
+        out = jnp.zeros_like(u).at[:-1].add(flow).at[1:].add(-flow)
+        return self.from_operator_order(out)
+
+    def operator(self, d, theta):
+        d = self.to_operator_order(d)
+        off = -theta * self.g
+        return lx.TridiagonalLinearOperator(
+            d + theta * self._laplacian_diag(), off, off
+        )
+
+    def to_operator_order(self, x):
+        return x if self.order is None else x[self.order]
+
+    def from_operator_order(self, x):
+        return x if self.inverse_order is None else x[self.inverse_order]

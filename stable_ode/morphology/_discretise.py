@@ -1,0 +1,143 @@
+"""NEURON's discretisation of cells into compartments and axial conductances."""
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._cell import Cell, Section
+
+
+@dataclass(frozen=True)
+class CompartmentInfo:
+    """Where a compartment lies: cell, section, index within the section."""
+
+    cell: str
+    section: str
+    index: int
+
+
+def section_area(sec: Section) -> float:
+    """Lateral area of one compartment of `sec`, cm²."""
+    return math.pi * sec.diameter * (sec.length / sec.n_compartments) * 1e-8
+
+
+def half_conductance(sec: Section, ra: float) -> float:
+    """Conductance of half a compartment of `sec` along its axis, S.
+
+    Resistance `Ra·(L/2n) / (π·(d/2)²)` with µm converted to cm.
+    """
+    r = ra * (sec.length / (2 * sec.n_compartments)) * 1e-4 / (
+        math.pi * (sec.diameter / 2) ** 2 * 1e-8
+    )
+    return 1.0 / r
+
+
+def compartment_of(sec: Section, position: float) -> int:
+    """NEURON's `sec(x)`: index `min(floor(x·n), n-1)` of the compartment at x."""
+    n = sec.n_compartments
+    return min(int(math.floor(position * n)), n - 1)
+
+
+def discretise(cells: list[Cell]):
+    """Compartments of `cells` and their axial graph.
+
+    **Returns:** `(infos, area, capacitance, offsets, edges)` where `offsets[cell]
+    [section]` is the index of the section's first compartment and `edges` is a
+    list of `(i, j, g)` conductances (S) between compartments, after eliminating
+    the membrane-less junction nodes of degree ≤ 2; junctions joining ≥ 3
+    compartments are returned as `junctions`: lists of `(i, g)` pairs.
+    """
+    infos: list[CompartmentInfo] = []
+    area: list[float] = []
+    capacitance: list[float] = []
+    offsets: dict[str, dict[str, int]] = {}
+    for cell in cells:
+        offsets[cell.name] = {}
+        for sec in cell.sections:
+            offsets[cell.name][sec.name] = len(infos)
+            a = section_area(sec)
+            for k in range(sec.n_compartments):
+                infos.append(CompartmentInfo(cell.name, sec.name, k))
+                area.append(a)
+                capacitance.append(cell.capacitance)
+
+    edges: list[tuple[int, int, float]] = []
+    junction_members: list[list[tuple[int, float]]] = []
+    for cell in cells:
+        ra = cell.axial_resistivity
+        off = offsets[cell.name]
+        # Junction nodes at the 0 and 1 ends of each section, created on demand.
+        node_members: dict[tuple[str, float], list[tuple[int, float]]] = defaultdict(list)
+        for sec in cell.sections:
+            g_half = half_conductance(sec, ra)
+            start = off[sec.name]
+            for k in range(sec.n_compartments - 1):
+                edges.append((start + k, start + k + 1, g_half / 2))
+            if sec.parent is None:
+                continue
+            parent = cell.section(sec.parent)
+            x = sec.parent_position
+            child_first = (start, g_half)
+            if 0.0 < x < 1.0:
+                # Straight to the parent's compartment containing x, through the
+                # child's own half resistance.
+                edges.append((off[parent.name] + compartment_of(parent, x), start, g_half))
+            else:
+                key = (parent.name, x)
+                if not node_members[key]:
+                    pk = 0 if x == 0.0 else parent.n_compartments - 1
+                    node_members[key].append(
+                        (off[parent.name] + pk, half_conductance(parent, ra))
+                    )
+                node_members[key].append(child_first)
+        for members in node_members.values():
+            if len(members) == 2:
+                (i, gi), (j, gj) = members
+                edges.append((i, j, gi * gj / (gi + gj)))
+            else:
+                junction_members.append(members)
+    return (
+        infos,
+        np.asarray(area),
+        np.asarray(capacitance),
+        offsets,
+        edges,
+        junction_members,
+    )
+
+
+def path_order(n: int, edges: list[tuple[int, int, float]]):
+    """If the compartment graph is a union of paths, an ordering along them.
+
+    **Returns:** `(order, g)` with `order` a permutation of `range(n)` and `g[k]`
+    the conductance between `order[k]` and `order[k+1]` (0 where two paths meet),
+    or `None` if some compartment has more than two neighbours.
+    """
+    nbrs: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for i, j, g in edges:
+        nbrs[i].append((j, g))
+        nbrs[j].append((i, g))
+    if any(len(v) > 2 for v in nbrs.values()):
+        return None
+    seen = np.zeros(n, bool)
+    order: list[int] = []
+    g_out: list[float] = []
+    for start in range(n):
+        if seen[start] or len(nbrs[start]) == 2:
+            continue
+        if order:
+            g_out.append(0.0)
+        prev, cur = -1, start
+        while True:
+            seen[cur] = True
+            order.append(cur)
+            nxt = [(j, g) for j, g in nbrs[cur] if j != prev and not seen[j]]
+            if not nxt:
+                break
+            prev, (cur, g) = cur, nxt[0]
+            g_out.append(g)
+    if len(order) != n:  # a cycle; cannot happen for trees
+        return None
+    return np.asarray(order), np.asarray(g_out, dtype=float)

@@ -1,0 +1,77 @@
+"""Shared test helpers: small models, tolerance checks, finite differences."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import stable_ode as so
+
+
+ALL_SOLVERS = (so.ExponentialEuler(), so.BackwardEuler(), so.CrankNicolson())
+CABLE_SOLVERS = (so.BackwardEuler(), so.CrankNicolson())
+
+
+def tree_allclose(x, y, *, rtol=1e-5, atol=1e-8):
+    return eqx.tree_equal(x, y, typematch=True, rtol=rtol, atol=atol) is True
+
+
+def hh_compartment(
+    *, diameter=20.0, amplitude=0.1, delay=5.0, duration=40.0, dtype=jnp.float64,
+    celsius=6.3, v_init=-65.0,
+):
+    """A single HH compartment (length = diameter) with a step current."""
+    cell = so.Cell(
+        "cell",
+        [so.Section("soma", diameter, diameter, 1)],
+        [so.Insert(so.HH())],
+    )
+    site = so.Site("cell", "soma", 0.5)
+    return so.build(
+        [cell],
+        [so.StepCurrent(site, amplitude, delay, duration)],
+        [so.Recording("soma", site)],
+        celsius=celsius,
+        v_init=v_init,
+        dtype=dtype,
+    )
+
+
+def hh_cable(
+    *, n=10, length=200.0, diameter=2.0, amplitude=0.2, delay=1.0, duration=20.0,
+    dtype=jnp.float64, ra=100.0,
+):
+    """An HH cable with a step current at its 0 end, recorded at both ends."""
+    cell = so.Cell(
+        "cable",
+        [so.Section("axon", length, diameter, n)],
+        [so.Insert(so.HH())],
+        axial_resistivity=ra,
+    )
+    return so.build(
+        [cell],
+        [so.StepCurrent(so.Site("cable", "axon", 0.0), amplitude, delay, duration)],
+        [
+            so.Recording("start", so.Site("cable", "axon", 0.0)),
+            so.Recording("end", so.Site("cable", "axon", 1.0)),
+        ],
+        dtype=dtype,
+    )
+
+
+def spike_times(t, v, threshold=0.0):
+    """Upward threshold crossings of `v`, linearly interpolated (ms)."""
+    t, v = np.asarray(t), np.asarray(v)
+    up = np.nonzero((v[:-1] < threshold) & (v[1:] >= threshold))[0]
+    return t[up] + (threshold - v[up]) * (t[up + 1] - t[up]) / (v[up + 1] - v[up])
+
+
+def finite_difference_grad(f, x, eps=1e-6):
+    """Central differences of scalar `f` at array `x` (float64)."""
+    x = np.asarray(x, dtype=float)
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = eps * max(1.0, abs(x[i]))
+        g[i] = (float(f(jnp.asarray(x + e))) - float(f(jnp.asarray(x - e)))) / (2 * e[i])
+    return g
