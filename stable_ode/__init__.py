@@ -28,6 +28,12 @@ from ._solver import (
     CrankNicolson as CrankNicolson,
     ExponentialEuler as ExponentialEuler,
 )
+from ._spec import (
+    load_spec as load_spec,
+    LoadedModel as LoadedModel,
+    ModelSpec as ModelSpec,
+    SpecError as SpecError,
+)
 from ._stimulus import Site as Site, StepCurrent as StepCurrent, TraceCurrent as TraceCurrent
 from ._term import MembraneTerm as MembraneTerm
 from .mechanisms import (

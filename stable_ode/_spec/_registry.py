@@ -1,0 +1,206 @@
+"""Names in model files → objects: the one place where strings become configuration.
+
+Mechanisms, solvers and step-size controllers are named in a model file; everything
+inside the library is configured by objects (see `STYLE.md`). Adding a mechanism,
+a solver or a controller kind to the file format means adding an entry here.
+"""
+
+import contextlib
+import dataclasses
+import difflib
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import diffrax as dfx
+
+from .._solver import BackwardEuler, CrankNicolson, ExponentialEuler
+from ..mechanisms import AbstractMechanism, HH, Passive
+
+
+MECHANISMS: dict[str, type[AbstractMechanism]] = {"hh": HH, "pas": Passive}
+"""Registered mechanism names (NEURON's) and their classes."""
+
+SOLVERS: dict[str, Callable[[], dfx.AbstractSolver]] = {
+    "exponential_euler": ExponentialEuler,
+    "backward_euler": BackwardEuler,
+    "crank_nicolson": CrankNicolson,
+}
+"""Registered solver names; any other name is looked up as a diffrax solver class."""
+
+CONTROLLER_KINDS = {"pid": {"rtol", "atol"}}
+"""Controller kinds and their required keys."""
+
+CONTROLLER_OPTIONAL = {"dtmin", "dtmax", "pcoeff", "icoeff", "dcoeff"}
+"""Optional numeric keys of every controller kind."""
+
+
+def _suggest(name: str, choices) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    if not close:
+        lower = {c.lower(): c for c in choices}
+        if name.lower() in lower:
+            close = [lower[name.lower()]]
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+@contextlib.contextmanager
+def _importable_from(directory: Path | None):
+    """Temporarily put `directory` (the model file's folder) first on `sys.path`."""
+    if directory is None:
+        yield
+        return
+    entry = str(directory)
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(entry)
+
+
+def resolve_mechanism(
+    name: str, model_dir: Path | None = None
+) -> type[AbstractMechanism]:
+    """The mechanism class named `name`.
+
+    **Arguments:**
+
+    - `name`: a registered name (`"hh"`, `"pas"`) or `"module.path:ClassName"`
+      naming a user's subclass of `stable_ode.AbstractMechanism`. The module is
+      imported as usual, or else from `model_dir` (the model file's folder), so
+      that a mechanism module can sit next to the model file.
+    - `model_dir`: folder to import user modules from, if not importable.
+
+    **Returns:** the class.
+
+    **Raises:** `LookupError` with a message saying what is wrong.
+    """
+    if name in MECHANISMS:
+        return MECHANISMS[name]
+    if ":" not in name:
+        raise LookupError(
+            f"unknown mechanism {name!r}{_suggest(name, MECHANISMS)}: registered "
+            f"mechanisms are {sorted(MECHANISMS)}, or name your own class as "
+            f"'module.path:ClassName'"
+        )
+    module_name, _, class_name = name.partition(":")
+    if not module_name or not class_name or ":" in class_name:
+        raise LookupError(
+            f"mechanism {name!r} is not of the form 'module.path:ClassName'"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is None or module_name.split(".")[0] != e.name.split(".")[0]:
+            raise LookupError(f"importing {module_name!r} failed: {e}") from None
+        try:
+            with _importable_from(model_dir):
+                module = importlib.import_module(module_name)
+        except Exception as e2:  # noqa: BLE001 - any import failure is the user's
+            raise LookupError(
+                f"cannot import module {module_name!r} for mechanism {name!r}: {e2}"
+            ) from None
+    except Exception as e:  # noqa: BLE001
+        raise LookupError(
+            f"importing module {module_name!r} for mechanism {name!r} failed: "
+            f"{type(e).__name__}: {e}"
+        ) from None
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        raise LookupError(f"module {module_name!r} has no attribute {class_name!r}")
+    if not (inspect.isclass(cls) and issubclass(cls, AbstractMechanism)):
+        raise LookupError(
+            f"{name!r} is not a subclass of stable_ode.AbstractMechanism, got {cls!r}"
+        )
+    if inspect.isabstract(cls):
+        raise LookupError(f"{name!r} is abstract (it does not implement every method)")
+    return cls
+
+
+def mechanism_parameters(cls: type[AbstractMechanism]) -> tuple[set[str], set[str]]:
+    """The keyword arguments of mechanism class `cls`: `(all, required)`."""
+    names, required = set(), set()
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        names.add(f.name)
+        if (
+            f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ):
+            required.add(f.name)
+    return names, required
+
+
+def resolve_solver(name: str) -> Callable[[], dfx.AbstractSolver]:
+    """A zero-argument factory for the solver named `name`.
+
+    Registered names map to our solvers; any other name must be a concrete diffrax
+    solver class constructible without arguments (e.g. `"Kvaerno5"`, `"Tsit5"`).
+
+    **Raises:** `LookupError` with a message saying what is wrong.
+    """
+    if name in SOLVERS:
+        return SOLVERS[name]
+    cls = getattr(dfx, name, None)
+    if not (inspect.isclass(cls) and issubclass(cls, dfx.AbstractSolver)):
+        diffrax_names = [
+            n
+            for n in dir(dfx)
+            if inspect.isclass(getattr(dfx, n))
+            and issubclass(getattr(dfx, n), dfx.AbstractSolver)
+            and not n.startswith("Abstract")
+        ]
+        raise LookupError(
+            f"unknown solver {name!r}{_suggest(name, [*SOLVERS, *diffrax_names])}: "
+            f"use one of {sorted(SOLVERS)} or a diffrax solver class name such as "
+            f"'Kvaerno5'"
+        )
+    if inspect.isabstract(cls) or name.startswith("Abstract"):
+        raise LookupError(f"solver {name!r} is an abstract diffrax class")
+    try:
+        cls()
+    except TypeError as e:
+        raise LookupError(
+            f"diffrax solver {name!r} cannot be built without arguments ({e}); "
+            f"use it from Python instead"
+        ) from None
+    return cls
+
+
+def make_controller(
+    config: Mapping[str, Any] | None,
+) -> dfx.AbstractStepSizeController | None:
+    """The step-size controller a model file's `integration.controller` describes.
+
+    **Arguments:**
+
+    - `config`: `None` for fixed steps, or a mapping with `kind` (`"pid"`) and that
+      kind's keys: `rtol`, `atol` and optionally `dtmin`, `dtmax` (ms), `pcoeff`,
+      `icoeff`, `dcoeff`. The loader validates it first; here an unknown kind or
+      key raises `ValueError`.
+
+    **Returns:** `None` (fixed steps of exactly `dt`, see `stable_ode.simulate`) or a
+    `diffrax.PIDController`.
+    """
+    if config is None:
+        return None
+    config = dict(config)
+    kind = config.pop("kind", None)
+    if kind not in CONTROLLER_KINDS:
+        raise ValueError(
+            f"unknown controller kind {kind!r}: use one of {sorted(CONTROLLER_KINDS)} "
+            f"or null for fixed steps"
+        )
+    unknown = set(config) - CONTROLLER_KINDS[kind] - CONTROLLER_OPTIONAL
+    if unknown:
+        raise ValueError(f"unknown {kind} controller keys {sorted(unknown)}")
+    missing = CONTROLLER_KINDS[kind] - set(config)
+    if missing:
+        raise ValueError(f"{kind} controller needs keys {sorted(missing)}")
+    # kind == "pid"
+    return dfx.PIDController(**config)
