@@ -106,7 +106,6 @@ def solve(
     `num_nonfinite_rejected`, `wall_s` — the solve without compilation — and
     `compile_s`), and `None` or the message of an unsuccessful solve.
     """
-    import diffrax as dfx
     import equinox as eqx
     import jax
 
@@ -123,12 +122,14 @@ def solve(
     out = jax.block_until_ready(compiled(dynamic))
     wall_s = time.perf_counter() - start
     ts, recordings, stats, result = out
-    stats = {k: int(v) for k, v in stats.items()}
+    stats = {k: _json_number(v) for k, v in stats.items()}
     stats["wall_s"] = wall_s
     stats["compile_s"] = compile_s
+    # `result` is a member of diffrax's RESULTS or of an enumeration extending it.
+    results = result._enumeration
     failure = None
-    if not bool(result == dfx.RESULTS.successful):
-        failure = dfx.RESULTS[result] or "the solve did not succeed"
+    if not bool(result == results.successful):
+        failure = results[result] or "the solve did not succeed"
     stats["result"] = "successful" if failure is None else failure
     order = [name for name, _ in loaded.model.layout.recordings] or list(recordings)
     return (
@@ -137,6 +138,15 @@ def solve(
         stats,
         failure,
     )
+
+
+def _json_number(x) -> int | float | None:
+    """A scalar statistic for JSON: integers stay integers, non-finite → `None`."""
+    x = np.asarray(x)
+    if np.issubdtype(x.dtype, np.integer) or x.dtype == bool:
+        return int(x)
+    x = float(x)
+    return x if np.isfinite(x) else None
 
 
 def spike_times(t: np.ndarray, v: np.ndarray, threshold: float = SPIKE_THRESHOLD):
