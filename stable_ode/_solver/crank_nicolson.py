@@ -47,7 +47,8 @@ class CrankNicolson(dfx.AbstractAdaptiveSolver):
         Callable[..., ThirdOrderHermitePolynomialInterpolation]
     ] = ThirdOrderHermitePolynomialInterpolation.from_k
 
-    linear_solver: lx.AbstractLinearSolver = lx.Tridiagonal()
+    linear_solver: lx.AbstractLinearSolver | None = None
+    startup: bool = True
 
     def order(self, terms):
         del terms
@@ -67,7 +68,7 @@ class CrankNicolson(dfx.AbstractAdaptiveSolver):
         model = term.model
         dt = t1 - t0
         s = model.stimulus_density(0.5 * (t0 + t1))
-        startup = (
+        startup = self.startup & (
             made_jump
             | near_edge(model.stimuli.edges(), t0, t1)
             | (jnp.abs(t0 - solver_state) < 0.01 * dt)
@@ -98,6 +99,10 @@ class CrankNicolson(dfx.AbstractAdaptiveSolver):
 
 CrankNicolson.__init__.__doc__ = """**Arguments:**
 
-- `linear_solver`: the lineax solver for the voltage system (default
-    `lx.Tridiagonal()`).
+- `linear_solver`: the lineax solver for the voltage system (default `None`: the
+    coupling's own, `lx.Tridiagonal()` (LAPACK `gtsv`) for cables, `TreeSolver()`
+    for branched cells; the reverse mode of either is one more solve).
+- `startup`: take L-stable (θ = 1) voltage steps at the initial time and at
+    stimulus edges (default `True`). `False` gives plain Crank–Nicolson, which rings
+    after current steps as NEURON's `secondorder=2` does; for comparisons only.
 """
