@@ -45,5 +45,6 @@ from .mechanisms import (
     Passive as Passive,
 )
 from .morphology import Cell as Cell, Insert as Insert, Section as Section
+from .morphology import load_swc as load_swc, save_swc as save_swc
 
 __version__ = "0.1.0"

@@ -20,6 +20,7 @@ from .mechanisms import AbstractMechanism, Gate
 from .morphology._cell import Cell
 from .morphology._coupling import AbstractCoupling, TridiagonalCoupling
 from .morphology._discretise import compartment_of, CompartmentInfo, discretise, path_order
+from .morphology._tree import tree_coupling
 from ._stimulus import build_stimuli, Site, Stimuli, StepCurrent, TraceCurrent
 
 
@@ -207,24 +208,23 @@ def build(
 
     infos, area, cap, offsets, edges, junctions = discretise(cells)
     n = len(infos)
-    if junctions:
-        raise ValueError(
-            "branched cells (a junction joining 3 or more compartments) are not "
-            "supported yet: only unbranched cells"
-        )
-    path = path_order(n, edges)
+    # Paths (cables, unbranched cells) use LAPACK's tridiagonal solver; anything
+    # branched (a junction of 3+ compartments, or a compartment with 3+
+    # neighbours) uses the tree coupling, whose junction nodes stay in the solve.
+    path = None if junctions else path_order(n, edges)
+    coupling: AbstractCoupling
     if path is None:
-        raise ValueError(
-            "branched cells (a compartment with more than two neighbours) are not "
-            "supported yet: only unbranched cells"
+        coupling = tree_coupling(n, edges, junctions, dtype)
+    else:
+        order, g = path
+        identity = bool(np.all(order == np.arange(n)))
+        coupling = TridiagonalCoupling(
+            g=jnp.asarray(g, dtype),
+            order=None if identity else jnp.asarray(order, jnp.int32),
+            inverse_order=None
+            if identity
+            else jnp.asarray(np.argsort(order), jnp.int32),
         )
-    order, g = path
-    identity = bool(np.all(order == np.arange(n)))
-    coupling = TridiagonalCoupling(
-        g=jnp.asarray(g, dtype),
-        order=None if identity else jnp.asarray(order, jnp.int32),
-        inverse_order=None if identity else jnp.asarray(np.argsort(order), jnp.int32),
-    )
 
     def index_of(site: Site) -> int:
         if site.cell not in by_name:

@@ -48,16 +48,19 @@ def voltage_step(
     dt,
     s: Float[Array, " ncomp"],
     theta,
-    linear_solver: lx.AbstractLinearSolver,
+    linear_solver: lx.AbstractLinearSolver | None,
 ) -> tuple[Float[Array, " ncomp"], Float[Array, " ncomp"], lx.RESULTS]:
     """One linearly implicit θ-step of the voltage equation with frozen `gates`.
 
     **Returns:** `(v1, dvdt0, result)` with `dvdt0` the right-hand side at `v0`
-    (mV/ms, reused by error estimates) and the lineax result.
+    (mV/ms, reused by error estimates) and the lineax result. `linear_solver=None`
+    uses the coupling's own (`coupling.default_solver()`).
     """
     m = term.model
     i0, g = term.linearised_current(v0, gates)
     c = m.coupling
+    if linear_solver is None:
+        linear_solver = c.default_solver()
     rhs = m.area * (s - i0) + c.current(v0)  # mA
     d = m.area * (m.capacitance / (1000 * dt) + theta * g)  # S
     sol = lx.linear_solve(

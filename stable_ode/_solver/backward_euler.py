@@ -36,7 +36,7 @@ class BackwardEuler(dfx.AbstractAdaptiveSolver):
         LocalLinearInterpolation
     )
 
-    linear_solver: lx.AbstractLinearSolver = lx.Tridiagonal()
+    linear_solver: lx.AbstractLinearSolver | None = None
 
     def order(self, terms):
         del terms
@@ -72,6 +72,7 @@ class BackwardEuler(dfx.AbstractAdaptiveSolver):
 
 BackwardEuler.__init__.__doc__ = """**Arguments:**
 
-- `linear_solver`: the lineax solver for the voltage system (default
-    `lx.Tridiagonal()`, LAPACK `gtsv`; its reverse mode is one transposed solve).
+- `linear_solver`: the lineax solver for the voltage system (default `None`: the
+    coupling's own, `lx.Tridiagonal()` (LAPACK `gtsv`) for cables, `TreeSolver()`
+    for branched cells; the reverse mode of either is one more solve).
 """

@@ -5,3 +5,10 @@ from ._coupling import (
     AbstractCoupling as AbstractCoupling,
     TridiagonalCoupling as TridiagonalCoupling,
 )
+from ._tree import (
+    hines_schedule as hines_schedule,
+    TreeCoupling as TreeCoupling,
+    TreeLinearOperator as TreeLinearOperator,
+    TreeSolver as TreeSolver,
+)
+from ._swc import load_swc as load_swc, save_swc as save_swc

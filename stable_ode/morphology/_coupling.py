@@ -39,6 +39,10 @@ class AbstractCoupling(eqx.Module):
     def from_operator_order(self, x: Float[Array, " ncomp"]) -> Float[Array, " ncomp"]:
         """Inverse of `to_operator_order`."""
 
+    @abc.abstractmethod
+    def default_solver(self) -> lx.AbstractLinearSolver:
+        """The lineax solver for `operator` that solvers use by default."""
+
 
 class TridiagonalCoupling(AbstractCoupling):
     """Compartments on paths (cables, unbranched cells, several cells in a row).
@@ -82,3 +86,6 @@ class TridiagonalCoupling(AbstractCoupling):
 
     def from_operator_order(self, x):
         return x if self.inverse_order is None else x[self.inverse_order]
+
+    def default_solver(self):
+        return lx.Tridiagonal()

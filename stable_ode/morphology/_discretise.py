@@ -43,11 +43,16 @@ def compartment_of(sec: Section, position: float) -> int:
 def discretise(cells: list[Cell]):
     """Compartments of `cells` and their axial graph.
 
-    **Returns:** `(infos, area, capacitance, offsets, edges)` where `offsets[cell]
+    **Returns:** `(infos, area, capacitance, offsets, edges, junctions)`; `offsets[cell]
     [section]` is the index of the section's first compartment and `edges` is a
     list of `(i, j, g)` conductances (S) between compartments, after eliminating
     the membrane-less junction nodes of degree ≤ 2; junctions joining ≥ 3
-    compartments are returned as `junctions`: lists of `(i, g)` pairs.
+    compartments are returned as `junctions`: lists of `(i, g)` pairs, `g` the
+    half-compartment conductance between compartment `i` and the junction node.
+
+    Junction nodes are NEURON's: one at each end of a section where something
+    attaches, the 0 end of a non-root section being the node it hangs from (so a
+    child attached at `parent(0)` shares the parent's own attachment node).
     """
     infos: list[CompartmentInfo] = []
     area: list[float] = []
@@ -79,6 +84,11 @@ def discretise(cells: list[Cell]):
                 continue
             parent = cell.section(sec.parent)
             x = sec.parent_position
+            # As in NEURON, the 0 end of a section that has a parent is not a node
+            # of its own: it is the node the section hangs from. Attaching at it
+            # attaches there (recursively).
+            while x == 0.0 and parent.parent is not None:
+                parent, x = cell.section(parent.parent), parent.parent_position
             child_first = (start, g_half)
             if 0.0 < x < 1.0:
                 # Straight to the parent's compartment containing x, through the
