@@ -1,0 +1,1 @@
+"""Speed benchmarks (not part of the installed package); see README.md."""
