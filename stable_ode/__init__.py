@@ -48,3 +48,12 @@ from .morphology import Cell as Cell, Insert as Insert, Section as Section
 from .morphology import load_swc as load_swc, save_swc as save_swc
 
 __version__ = "0.1.0"
+from ._controller import (
+    NonFiniteRejecting as NonFiniteRejecting,
+    SafeStepTo as SafeStepTo,
+    StepStats as StepStats,
+)
+from ._results import RESULTS as RESULTS
+from ._solver.nonfinite_guard import NonFiniteGuard as NonFiniteGuard
+from . import transforms as transforms
+from .diagnostics import diagnose as diagnose, Diagnosis as Diagnosis

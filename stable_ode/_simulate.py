@@ -2,11 +2,16 @@
 
 import diffrax as dfx
 import equinox as eqx
+import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+import numpy as np
+from jaxtyping import Array, Bool, Float
 
+from ._controller import NonFiniteRejecting, SafeStepTo
 from ._model import MembraneModel, State
+from ._results import RESULTS
 from ._solver import BackwardEuler
+from ._solver.nonfinite_guard import NonFiniteGuard
 from ._term import MembraneTerm
 
 
@@ -18,17 +23,31 @@ class Simulation(eqx.Module):
     - `ts`: save times, ms.
     - `recordings`: dict from recording name to membrane potential (mV) at `ts`;
       `{"v": all compartments}` if the model names no recordings.
-    - `stats`: dict with `num_steps`, `num_accepted`, `num_rejected`,
-      `num_nonfinite_rejected` (integer arrays).
-    - `result`: the `diffrax.RESULTS` of the solve.
-    - `solution`: the underlying `diffrax.Solution`.
+    - `stats`: dict of arrays: `num_steps`, `num_accepted`, `num_rejected` (all
+      reasons), `num_nonfinite_rejected` (steps rejected because their state or
+      error estimate held a NaN or ±inf; integers); `min_dt`, the smallest
+      accepted step (ms; steps shortened to land on a stimulus edge or `t1`
+      count); `t_fail`, the last good time (ms) if the solve failed, else `inf`.
+    - `result`: a `stable_ode.RESULTS` member (which extends `diffrax.RESULTS`):
+      `successful`, a diffrax code, or `nonfinite_max_rejections` /
+      `nonfinite_dt_min` when the step controller gave up on a non-finite step.
+    - `solution`: the underlying `diffrax.Solution` (its `controller_state` holds
+      the controller's `StepStats`).
+
+    After a failure (`throw=False`), the samples at `ts > stats["t_fail"]` hold
+    the last good value; `valid` masks them out.
     """
 
     ts: Float[Array, " nsave"]
     recordings: dict[str, Float[Array, "nsave ..."]]
     stats: dict[str, Array]
-    result: dfx.RESULTS
+    result: RESULTS
     solution: dfx.Solution
+
+    @property
+    def valid(self) -> Bool[Array, " nsave"]:
+        """Which samples were reached by the solve (`ts <= stats["t_fail"]`)."""
+        return self.ts <= self.stats["t_fail"][..., None]
 
 
 def _recorder(model: MembraneModel):
@@ -53,6 +72,86 @@ def _grid(t0: float, t1: float, dt: float, name: str) -> int:
     return k
 
 
+def _safe_controller(
+    controller: dfx.AbstractStepSizeController,
+    jumps: Float[Array, " njump"],
+) -> NonFiniteRejecting | SafeStepTo:
+    """The controller `simulate` runs with a user's `controller`.
+
+    An adaptive controller `c` becomes `NonFiniteRejecting(ClipStepSizeController(c,
+    jump_ts=jumps))` (the clip inside: it keeps steps off stimulus edges, and a
+    non-finite retry, which only shrinks a clipped step, stays off them too); a
+    `NonFiniteRejecting(c)` keeps its settings and gets the clip put around its `c`.
+    A `SafeStepTo` is used as is.
+    """
+    if isinstance(controller, SafeStepTo):
+        return controller
+    if not isinstance(controller, NonFiniteRejecting):
+        if not isinstance(controller, dfx.AbstractAdaptiveStepSizeController):
+            raise ValueError(
+                f"controller={type(controller).__name__}(...) cannot reject non-finite "
+                "steps; pass controller=None for fixed steps (stable_ode.SafeStepTo on "
+                "the grid t0 + k*dt), a stable_ode.SafeStepTo, or an adaptive "
+                "controller such as diffrax.PIDController(rtol=..., atol=...)"
+            )
+        controller = NonFiniteRejecting(controller)
+    if jumps.size:
+        controller = eqx.tree_at(
+            lambda c: c.controller,
+            controller,
+            dfx.ClipStepSizeController(controller.controller, jump_ts=jumps),
+        )
+    return controller
+
+
+def _raise_if_failed(x, result: RESULTS, t_fail):
+    """As `result.error_if(x, result != successful)`, with the failure time (ms) in
+    the message: the failure time is only known at run time, so the message is made
+    in the host callback. Works under `jit` and `vmap` (raises if any batch member
+    failed); transparent to autodiff."""
+
+    def check(code, t):
+        code, t = np.asarray(code), np.asarray(t)
+        bad = code != 0
+        if np.any(bad):
+            i = np.argmax(bad.reshape(-1))
+            msg = RESULTS._index_to_message[int(code.reshape(-1)[i])]
+            where = np.broadcast_to(t, code.shape).reshape(-1)[i]
+            batch = f" (batch member {i} of {code.size})" if code.ndim else ""
+            raise RuntimeError(
+                f"stable_ode.simulate stopped at t = {float(where):.9g} ms{batch}: "
+                f"{msg}"
+            )
+        return code
+
+    @jax.custom_jvp
+    def checked(x, code, t):
+        code = jax.pure_callback(
+            check,
+            jax.ShapeDtypeStruct(jnp.shape(code), jnp.int32),
+            code,
+            t,
+            vmap_method="expand_dims",
+        )
+        return jax.tree_util.tree_map(
+            lambda a: (
+                a + jnp.zeros((), a.dtype) * code.sum().astype(a.dtype)
+                if jnp.issubdtype(a.dtype, jnp.inexact)
+                else a
+            ),
+            x,
+        )
+
+    @checked.defjvp
+    def _(primals, tangents):
+        x, code, t = primals
+        tx, _, _ = tangents
+        return checked(x, code, t), tx
+
+    code = jax.lax.stop_gradient(result._value).astype(jnp.int32)
+    return checked(x, code, jax.lax.stop_gradient(t_fail))
+
+
 def simulate(
     model: MembraneModel,
     t1: float,
@@ -67,26 +166,43 @@ def simulate(
     max_steps: int | None = None,
     throw: bool = True,
 ) -> Simulation:
-    """Simulate `model` from `t0` to `t1` (ms).
+    """Simulate `model` from `t0` to `t1` (ms). Non-finite steps are never accepted.
 
     **Arguments:**
 
     - `model`: a `MembraneModel` (from `stable_ode.build` or `load_spec`).
     - `t1`: end time, ms. `t0`: start time, ms (default 0).
-    - `dt`: the step, ms; with a `controller`, the initial step.
+    - `dt`: the step, ms; with an adaptive `controller`, the initial step.
     - `solver`: any diffrax solver (default `BackwardEuler()`); generic ones such as
-      `diffrax.Kvaerno5()` need an adaptive `controller`.
-    - `controller`: `None` for fixed steps of exactly `dt` on the grid
-      `t0 + k·dt`; or an adaptive diffrax step-size controller, which is wrapped
-      in a `diffrax.ClipStepSizeController` whose `jump_ts` are the stimulus
-      edges, so that no step straddles one.
+      `diffrax.Kvaerno5()` need an adaptive `controller`. It runs inside a
+      `stable_ode.NonFiniteGuard` (gradients through rejected non-finite steps are
+      zero, not NaN), except diffrax's implicit solvers, which diffrax must see
+      unwrapped to set their root-finder tolerances.
+    - `controller`: `None` (default) for steps of exactly `dt` on the grid
+      `t0 + k·dt` through `stable_ode.SafeStepTo`: a step whose new state is not
+      finite is retried in halves (then quarters, ...) and the grid resumes after
+      it. Or a `SafeStepTo` of your own. Or an adaptive diffrax controller (e.g.
+      `diffrax.PIDController(rtol=..., atol=...)`), or a
+      `stable_ode.NonFiniteRejecting` around one: it runs as
+      `NonFiniteRejecting(ClipStepSizeController(controller, jump_ts=stimulus
+      edges))`, so no step is accepted with a non-finite state or error and no step
+      straddles a stimulus edge. Other (fixed) diffrax controllers raise a
+      `ValueError`: they cannot reject a non-finite step.
     - `save_dt`: spacing of the returned samples, ms (default `dt`; with fixed steps
       a whole multiple of `dt`).
     - `y0`: initial `State` (default `model.init_state()`: `v_init`, gates at
       steady state).
     - `adjoint`: the diffrax adjoint for reverse mode.
-    - `max_steps`: step budget for adaptive solves (default 100,000).
-    - `throw`: raise if the solve fails (else see `Simulation.result`).
+    - `max_steps`: step budget (accepted + rejected steps). Default: 100,000 for
+      adaptive solves; for fixed steps the number of grid steps plus
+      `max(1000, n // 10)` for non-finite retries.
+    - `throw`: raise a `RuntimeError` if the solve fails, naming the result code
+      and the time of failure (ms); else see `Simulation.result`.
+
+    **Returns:** a `Simulation`. When the solve cannot continue (`throw=False`),
+    `result` says why (a `stable_ode.RESULTS` member), `stats["t_fail"]` is the
+    last good time (ms), and the samples at `ts > t_fail` hold the last good state's
+    value (not NaN); `Simulation.valid` marks the samples at `ts <= t_fail`.
 
     Time arguments are Python floats (they fix array shapes); `model` and `y0` may
     be traced, so `simulate` works under `jax.jit`, `jax.vmap` and `jax.grad`.
@@ -98,16 +214,26 @@ def simulate(
         raise ValueError(f"t1 ({t1}) must be > t0 ({t0})")
     save_dt = dt if save_dt is None else float(save_dt)
     term = MembraneTerm(model)
+    if not isinstance(solver, (NonFiniteGuard, dfx.AbstractImplicitSolver)):
+        solver = NonFiniteGuard(solver)
     y0 = model.init_state() if y0 is None else y0
     fn = _recorder(model)
     dtype = model.dtype
-    if controller is None:
+    if controller is None or isinstance(controller, SafeStepTo):
         n = _grid(t0, t1, dt, "dt")
         every = save_dt / dt
         if abs(every - round(every)) > 1e-6 or round(every) < 1:
             raise ValueError(f"save_dt={save_dt} must be a whole multiple of dt={dt}")
         every = round(every)
         grid = t0 + dt * jnp.arange(n + 1, dtype=dtype)
+        grid = grid.at[-1].set(t1)
+        if controller is None:
+            controller = SafeStepTo(grid)
+        elif controller.ts.shape != grid.shape:
+            raise ValueError(
+                f"controller=SafeStepTo(ts) needs the grid t0 + k*dt: {n + 1} times "
+                f"from {t0} to {t1} ms, got {controller.ts.shape[0]}"
+            )
         sol = dfx.diffeqsolve(
             term,
             solver,
@@ -115,23 +241,25 @@ def simulate(
             t1,
             None,
             y0,
-            saveat=dfx.SaveAt(t0=True, steps=True, fn=fn),
-            stepsize_controller=dfx.StepTo(ts=grid),
+            saveat=dfx.SaveAt(t0=True, steps=True, fn=fn, controller_state=True),
+            stepsize_controller=controller,
             adjoint=adjoint,
-            max_steps=n,
-            throw=throw,
+            max_steps=n + max(1000, n // 10) if max_steps is None else max_steps,
+            throw=False,
         )
-        ts = sol.ts[::every]
-        recordings = {k: v[::every] for k, v in sol.ys.items()}
+        ts = grid[::every]
+        # Saved steps include any sub-steps of non-finite retries; keep the grid
+        # times. After a failure, the last saved step (the last good state) is held.
+        idx = jnp.searchsorted(sol.ts, ts, side="right") - 1
+        recordings = {k: v[idx] for k, v in sol.ys.items()}
+        t_end = sol.ts[jnp.sum(jnp.isfinite(sol.ts)) - 1]
     else:
         n_save = _grid(t0, t1, save_dt, "save_dt")
-        ts_save = t0 + save_dt * jnp.arange(n_save + 1, dtype=dtype)
+        ts = t0 + save_dt * jnp.arange(n_save + 1, dtype=dtype)
+        ts = ts.at[-1].set(t1)
         jumps = model.stimuli.jump_times()
-        jumps = jumps[(jumps > t0) & (jumps < t1)]
-        if jumps.size and isinstance(controller, dfx.AbstractAdaptiveStepSizeController):
-            controller = dfx.ClipStepSizeController(
-                controller, jump_ts=jnp.asarray(jumps, dtype)
-            )
+        jumps = jnp.asarray(jumps[(jumps > t0) & (jumps < t1)], dtype)
+        controller = _safe_controller(controller, jumps)
         sol = dfx.diffeqsolve(
             term,
             solver,
@@ -139,22 +267,40 @@ def simulate(
             t1,
             dt,
             y0,
-            saveat=dfx.SaveAt(ts=ts_save, fn=fn),
+            saveat=dfx.SaveAt(ts=ts, t1=True, fn=fn, controller_state=True),
             stepsize_controller=controller,
             adjoint=adjoint,
             max_steps=100_000 if max_steps is None else max_steps,
-            throw=throw,
+            throw=False,
         )
-        ts = sol.ts
-        recordings = sol.ys
+        # With `t1=True` the last sample is the final state: on failure, the last
+        # good one (at `t_end`); unsaved samples (`inf`) after it hold its value.
+        t_end = sol.ts[-1]
+        valid = ts <= t_end
+        recordings = {
+            k: jnp.where(_bcast(valid, v[:-1]), v[:-1], v[-1:])
+            for k, v in sol.ys.items()
+        }
     st = sol.stats
+    cs = sol.controller_state.stats
+    result = RESULTS.promote(sol.result)
+    result = RESULTS.where(cs.result == RESULTS.successful, result, cs.result)
     stats = {
         "num_steps": st["num_steps"],
         "num_accepted": st["num_accepted_steps"],
         "num_rejected": st["num_rejected_steps"],
-        "num_nonfinite_rejected": jnp.zeros_like(st["num_steps"]),
+        "num_nonfinite_rejected": cs.num_nonfinite_rejected,
+        "min_dt": cs.min_dt,
+        "t_fail": jnp.where(
+            result == RESULTS.successful, jnp.asarray(jnp.inf, t_end.dtype), t_end
+        ),
     }
+    if throw:
+        recordings = _raise_if_failed(recordings, result, stats["t_fail"])
     return Simulation(
-        ts=ts, recordings=recordings, stats=stats, result=sol.result, solution=sol
+        ts=ts, recordings=recordings, stats=stats, result=result, solution=sol
     )
 
+
+def _bcast(mask, like):
+    return mask.reshape(mask.shape + (1,) * (like.ndim - 1))

@@ -1,0 +1,6 @@
+from ._bookkeeping import StepStats as StepStats
+from .nonfinite_rejecting import (
+    NonFiniteRejecting as NonFiniteRejecting,
+    NonFiniteRejectingState as NonFiniteRejectingState,
+)
+from .safe_step_to import SafeStepTo as SafeStepTo, SafeStepToState as SafeStepToState

@@ -1,0 +1,26 @@
+"""Result codes of stable_ode, extending `diffrax.RESULTS` (as diffrax extends
+optimistix's).
+
+diffrax's integration loop only accepts members of `diffrax.RESULTS` from a step-size
+controller, so our controllers report `diffrax.RESULTS.dt_min_reached` to stop the
+loop and keep their own, more specific code (a member of `stable_ode.RESULTS`) in
+their controller state; `stable_ode.simulate` reads it from there (through
+`SaveAt(controller_state=True)`) and reports it in `Simulation.result`.
+"""
+
+import diffrax as dfx
+
+
+class RESULTS(dfx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
+    nonfinite_max_rejections = (
+        "A step produced a non-finite (NaN or ±inf) state or error estimate, and so "
+        "did every retry with a smaller step, up to the maximum number of "
+        "consecutive non-finite rejections (`max_nonfinite`). The solve stopped at "
+        "the start of that step; the solution up to there is kept."
+    )
+    nonfinite_dt_min = (
+        "A step produced a non-finite (NaN or ±inf) state or error estimate, and "
+        "shrinking it further would take the step below `dtmin` (or below the "
+        "floating-point resolution of `t`). The solve stopped at the start of that "
+        "step; the solution up to there is kept."
+    )
