@@ -116,7 +116,9 @@ def test_round_trip(path, tmp_path):
     # Written twice: the same points, to rounding.
     out2 = tmp_path / "again.swc"
     save_swc(again, out2)
-    np.testing.assert_allclose(np.loadtxt(out), np.loadtxt(out2), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        np.loadtxt(out), np.loadtxt(out2), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_loaded_cell_simulates():

@@ -53,6 +53,8 @@ def hines_schedule(parent: np.ndarray, width: int | None = None) -> np.ndarray:
         while depth[j] < 0 and not is_root[j]:
             path.append(j)
             j = parent[j]
+            if len(path) > n:
+                raise ValueError("parent array is not a forest (it has a cycle)")
         if depth[j] < 0:
             depth[j] = 0
         d = depth[j]
