@@ -1,0 +1,8 @@
+"""Diagnose mode: find the first non-finite value of a solve (or of its gradient)
+and name the state, compartment, mechanism and function that produced it."""
+
+from ._diagnose import (
+    diagnose as diagnose,
+    diagnose_spec as diagnose_spec,
+    Diagnosis as Diagnosis,
+)
