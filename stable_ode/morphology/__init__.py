@@ -3,6 +3,7 @@
 from ._cell import Cell as Cell, Insert as Insert, Section as Section
 from ._coupling import (
     AbstractCoupling as AbstractCoupling,
+    NoCoupling as NoCoupling,
     TridiagonalCoupling as TridiagonalCoupling,
 )
 from ._tree import (

@@ -89,3 +89,33 @@ class TridiagonalCoupling(AbstractCoupling):
 
     def default_solver(self):
         return lx.Tridiagonal()
+
+
+class NoCoupling(AbstractCoupling):
+    """Isolated compartments (point neurons): `L = 0`.
+
+    The voltage system is diagonal, solved by one division per compartment
+    (`lx.DiagonalLinearOperator` + `lx.Diagonal()`) instead of a LAPACK call.
+    """
+
+    ncomp: int = eqx.field(static=True)
+    dtype: str = eqx.field(static=True)
+
+    def current(self, v):
+        return jnp.zeros_like(v)
+
+    def self_conductance(self):
+        return jnp.zeros((self.ncomp,), self.dtype)
+
+    def operator(self, d, theta):
+        del theta
+        return lx.DiagonalLinearOperator(d)
+
+    def to_operator_order(self, x):
+        return x
+
+    def from_operator_order(self, x):
+        return x
+
+    def default_solver(self):
+        return lx.Diagonal()
