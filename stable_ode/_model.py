@@ -18,7 +18,7 @@ from jaxtyping import Array, Float, Int
 
 from .mechanisms import AbstractMechanism, Gate
 from .morphology._cell import Cell
-from .morphology._coupling import AbstractCoupling, TridiagonalCoupling
+from .morphology._coupling import AbstractCoupling, NoCoupling, TridiagonalCoupling
 from .morphology._discretise import compartment_of, CompartmentInfo, discretise, path_order
 from .morphology._tree import tree_coupling
 from ._stimulus import build_stimuli, Site, Stimuli, StepCurrent, TraceCurrent
@@ -213,7 +213,9 @@ def build(
     # neighbours) uses the tree coupling, whose junction nodes stay in the solve.
     path = None if junctions else path_order(n, edges)
     coupling: AbstractCoupling
-    if path is None:
+    if not edges and not junctions:
+        coupling = NoCoupling(ncomp=n, dtype=dtype.name)
+    elif path is None:
         coupling = tree_coupling(n, edges, junctions, dtype)
     else:
         order, g = path
