@@ -237,8 +237,8 @@ def simulate(
         sol = dfx.diffeqsolve(
             term,
             solver,
-            t0,
-            t1,
+            grid[0],  # times in the model's dtype, as the grid (float32 models)
+            grid[-1],
             None,
             y0,
             saveat=dfx.SaveAt(t0=True, steps=True, fn=fn, controller_state=True),
