@@ -1,0 +1,333 @@
+"""Reverse-mode configuration: recursive checkpointing chosen by what the user knows,
+and a check of float32 gradients against a better-conditioned probe."""
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float, PyTree
+
+
+def _nbytes(tree) -> int:
+    leaves = jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_array_like))
+    return sum(int(np.size(x)) * jnp.asarray(x).dtype.itemsize for x in leaves)
+
+
+def checkpoint_bytes(init_state) -> int:
+    """Bytes one checkpoint of diffrax's solve loop holds: every array of the loop
+    state (`y`, solver and controller state, step counters, ...) except the output
+    buffers (`save_state`, dense output), which are written once and never
+    checkpointed."""
+    buffers = (init_state.save_state, init_state.dense_ts, init_state.dense_infos)
+    return _nbytes(init_state) - _nbytes(buffers)
+
+
+def _fixed_steps(stepsize_controller) -> int | None:
+    """The number of grid steps of a fixed-step controller (`SafeStepTo`,
+    `diffrax.StepTo`), else `None`."""
+    ts = getattr(stepsize_controller, "ts", None)
+    if ts is None:
+        return None
+    return int(np.shape(ts)[0]) - 1
+
+
+class Checkpointing(dfx.AbstractAdjoint):
+    """Reverse mode through the solve by recursive (binomial, "treeverse")
+    checkpointing, configured by what you know: a number of checkpoints, nested
+    levels as in Jaxley's `checkpoint_lengths`, or a memory budget. Pass it as
+    `simulate(model, t1, dt, adjoint=stable_ode.Checkpointing(...))` (or to
+    `diffrax.diffeqsolve`). Give at most one of the three.
+
+    It runs `diffrax.RecursiveCheckpointAdjoint(checkpoints=c)` with `c` chosen as
+    follows:
+
+    - `checkpoints=c`: `c` as given.
+    - `levels=[l1, l2, ...]` (fixed steps only): `c = l1 + l2 + ...`, and the product
+      `l1·l2·...` must equal the number of grid steps `(t1 - t0)/dt`. Jaxley's nested
+      `checkpoint_lengths` store `l1` outer checkpoints and, while one outer segment
+      is differentiated, `l2` inner ones (and so on): at most `l1 + l2 + ...` states,
+      with every step recomputed at most `len(levels) - 1` times. diffrax's loop is a
+      `while_loop` whose step count is only known at run time (a non-finite step is
+      retried in halves), so it cannot be cut into nested `scan`s of fixed lengths;
+      instead the same memory, `l1 + l2 + ...` checkpoints, is given to the
+      online binomial scheme of Stumm & Walther (2010), which places them so as to
+      recompute no more than the nested scheme for the same memory (for `n` steps
+      and `c` checkpoints each step is recomputed at most `r` times when
+      `n <= binom(c + r, r)`; nested levels with sum `c` satisfy this for
+      `r = len(levels) - 1`, as `l1·l2 <= binom(l1 + l2, 2)`). The gradient is the
+      same either way (see below); only time and memory differ.
+    - `memory_bytes=b`: `c = floor(b / s)`, with `s` the bytes of one checkpoint:
+      every array of the solve loop's state (`y` — membrane potential and gates of
+      every compartment —, solver and controller state, counters), counted as
+      `sum(leaf.size × itemsize)` from the actual state when the solve is traced.
+      Raises a `ValueError` if `b < s`.
+    - none given (default): `c = floor(-1.5 + sqrt(2·max_steps + 0.25)) + 1`,
+      diffrax's choice for a known `max_steps`: the smallest `c` with
+      `max_steps < (c + 1)(c + 2)/2`, so that no step is recomputed more than once
+      (backward pass ≈ 3 forward passes of work). For 50–200 ms at `dt` 0.025 ms
+      (`simulate` allows 3,000–9,000 steps) that is 77–134 checkpoints; for a
+      100–1,000 compartment HH model one checkpoint is about 4 states × 8 bytes ×
+      n_compartments plus solver state, i.e. about 3–40 kB, so 0.3–6 MB in all —
+      far below the 100s of MB that storing every step would take, at a bounded
+      (≤ 2×) recomputation cost.
+
+    `c` is capped at `max_steps` (with `c == max_steps` every step is stored and
+    nothing is recomputed).
+
+    **Gradients do not depend on the configuration.** The backward sweep recomputes
+    the forward states from checkpoints with the same step function; the cotangent
+    of each step is taken at the recomputed state. In float64 all configurations
+    agree to ~1e-13 relative (tested). In float32 they agree to a few ulps of the
+    backward pass, but a chaotic spiking trajectory can amplify those ulps: see
+    `docs/adjoint.md` and `gradient_check`.
+
+    **Arguments:**
+
+    - `checkpoints`: number of checkpoints (states held in memory), ≥ 1.
+    - `levels`: nested checkpoint levels for fixed-step runs, e.g. `(40, 50)` for
+      2,000 steps; each ≥ 1.
+    - `memory_bytes`: memory budget for checkpoints, bytes.
+    """
+
+    checkpoints: int | None = eqx.field(default=None, static=True)
+    levels: tuple[int, ...] | None = eqx.field(default=None, static=True)
+    memory_bytes: int | None = eqx.field(default=None, static=True)
+
+    def __check_init__(self):
+        given = [
+            k
+            for k, v in (
+                ("checkpoints", self.checkpoints),
+                ("levels", self.levels),
+                ("memory_bytes", self.memory_bytes),
+            )
+            if v is not None
+        ]
+        if len(given) > 1:
+            raise ValueError(
+                f"Checkpointing takes at most one of checkpoints, levels and "
+                f"memory_bytes; got {', '.join(given)}"
+            )
+        if self.checkpoints is not None and not (
+            isinstance(self.checkpoints, int) and self.checkpoints >= 1
+        ):
+            raise ValueError(f"checkpoints={self.checkpoints!r} must be an int >= 1")
+        if self.levels is not None:
+            if not isinstance(self.levels, tuple):
+                raise ValueError(
+                    f"levels={self.levels!r} must be a sequence of ints (converted to "
+                    "a tuple)"
+                )
+            if len(self.levels) == 0 or not all(
+                isinstance(x, (int, np.integer)) and x >= 1 for x in self.levels
+            ):
+                raise ValueError(f"levels={self.levels!r} must be ints >= 1")
+        if self.memory_bytes is not None and not self.memory_bytes > 0:
+            raise ValueError(f"memory_bytes={self.memory_bytes!r} must be > 0")
+
+    def __init__(
+        self,
+        checkpoints: int | None = None,
+        *,
+        levels: Sequence[int] | None = None,
+        memory_bytes: int | float | None = None,
+    ):
+        self.checkpoints = checkpoints
+        self.levels = None if levels is None else tuple(int(x) for x in levels)
+        self.memory_bytes = None if memory_bytes is None else int(memory_bytes)
+
+    def num_checkpoints(
+        self,
+        *,
+        max_steps: int | None,
+        init_state=None,
+        num_steps: int | None = None,
+    ) -> int | None:
+        """The number of checkpoints this configuration gives a solve.
+
+        **Arguments:**
+
+        - `max_steps`: the solve's step budget.
+        - `init_state`: diffrax's loop state (needed for `memory_bytes`).
+        - `num_steps`: the number of fixed grid steps (needed for `levels`).
+
+        **Returns:** an int, or `None` (diffrax's default) when no option is given
+        and `max_steps` is `None`.
+        """
+        if self.levels is not None:
+            if num_steps is None:
+                raise ValueError(
+                    f"Checkpointing(levels={list(self.levels)}) needs fixed steps "
+                    "(controller=None or a SafeStepTo / diffrax.StepTo); use "
+                    "checkpoints= or memory_bytes= with an adaptive controller"
+                )
+            if math.prod(self.levels) != num_steps:
+                raise ValueError(
+                    f"Checkpointing(levels={list(self.levels)}): the product of the "
+                    f"levels, {math.prod(self.levels)}, must equal the number of "
+                    f"steps, {num_steps}"
+                )
+            c = sum(self.levels)
+        elif self.memory_bytes is not None:
+            if init_state is None:
+                raise ValueError("memory_bytes needs the solve's initial state")
+            per = checkpoint_bytes(init_state)
+            c = self.memory_bytes // per
+            if c < 1:
+                raise ValueError(
+                    f"Checkpointing(memory_bytes={self.memory_bytes}) is less than "
+                    f"one checkpoint of this solve ({per} bytes)"
+                )
+        elif self.checkpoints is not None:
+            c = self.checkpoints
+        elif max_steps is None:
+            return None
+        else:
+            c = math.floor(-1.5 + math.sqrt(2 * max_steps + 0.25)) + 1
+        if max_steps is not None:
+            c = min(c, max_steps)
+        return c
+
+    def loop(self, *, init_state, max_steps, stepsize_controller, **kwargs):
+        c = self.num_checkpoints(
+            max_steps=max_steps,
+            init_state=init_state,
+            num_steps=_fixed_steps(stepsize_controller),
+        )
+        return dfx.RecursiveCheckpointAdjoint(checkpoints=c).loop(
+            init_state=init_state,
+            max_steps=max_steps,
+            stepsize_controller=stepsize_controller,
+            **kwargs,
+        )
+
+
+class GradientCheck(eqx.Module):
+    """The result of `gradient_check`.
+
+    **Fields:**
+
+    - `directions`: the probe directions `u_k` (a PyTree like `params` with a
+      leading axis of length `n_probes`; unit norm over all leaves).
+    - `ad`: `∇loss(params) · u_k` from `jax.grad` of the checked loss.
+    - `reference`: the same directional derivatives from the reference (a float64
+      loss's gradient, or central finite differences).
+    - `rel_error`: `|ad - reference| / max(|reference|, scale)` per probe, where
+      `scale` is the largest `|reference|` times `rtol`-independent `1e-3`.
+    - `ok`: all `rel_error <= rtol`, and every `ad` finite.
+    """
+
+    directions: PyTree[Array]
+    ad: Float[Array, " nprobe"]
+    reference: Float[Array, " nprobe"]
+    rel_error: Float[Array, " nprobe"]
+    ok: Bool[Array, ""]
+
+
+def _as(dtype, tree):
+    return jax.tree_util.tree_map(
+        lambda x: jnp.asarray(x, dtype)
+        if eqx.is_array_like(x) and jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)
+        else x,
+        tree,
+    )
+
+
+def gradient_check(
+    loss: Callable[[PyTree[Array]], Float[Array, ""]],
+    params: PyTree[Array],
+    *,
+    reference: Callable[[PyTree[Array]], Float[Array, ""]] | None = None,
+    n_probes: int = 3,
+    eps: float = 1e-4,
+    rtol: float = 1e-2,
+    key: Any = None,
+) -> GradientCheck:
+    """Check a (float32) gradient against a better-conditioned probe on a few random
+    directions: one reverse pass of `loss`, then per probe either one gradient of a
+    float64 `reference` or two evaluations of `loss` (central differences).
+
+    In float32, the gradient of a loss through many spikes can be dominated by
+    rounding amplified along the trajectory (see `docs/adjoint.md`); this tells you
+    whether it is before you train on it.
+
+    **Arguments:**
+
+    - `loss`: `params -> scalar`, the loss whose `jax.grad` you use.
+    - `params`: the point to check (a PyTree of floating arrays).
+    - `reference`: optional `params -> scalar` computing the same loss more
+      accurately, typically on a float64 model (needs `jax_enable_x64`); it is called
+      with `params` cast to float64. Without it, central finite differences of
+      `loss` itself with relative step `eps` are the reference (evaluated in the
+      precision of `loss`: good to about `sqrt(machine epsilon)` only).
+    - `n_probes`: number of random directions.
+    - `eps`: finite-difference step, relative to the norm of `params` (at least
+      `eps` absolute).
+    - `rtol`: tolerance on `rel_error` for `ok`.
+    - `key`: a `jax.random` key for the directions (default `PRNGKey(0)`).
+
+    **Returns:** a `GradientCheck`.
+    """
+    if n_probes < 1:
+        raise ValueError(f"n_probes={n_probes} must be >= 1")
+    key = jax.random.PRNGKey(0) if key is None else key
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    keys = jax.random.split(key, len(leaves))
+    raw = [
+        jax.random.normal(k, (n_probes,) + jnp.shape(x), jnp.float32)
+        for k, x in zip(keys, leaves)
+    ]
+    norm = jnp.sqrt(sum(jnp.sum(r.reshape(n_probes, -1) ** 2, axis=1) for r in raw))
+    raw = [r / norm.reshape((n_probes,) + (1,) * (r.ndim - 1)) for r in raw]
+    directions = jax.tree_util.tree_unflatten(treedef, raw)
+
+    def dot(g, k):
+        return sum(
+            jnp.vdot(
+                jnp.asarray(a, jnp.float64 if _x64() else jnp.float32),
+                jnp.asarray(d[k], jnp.float64 if _x64() else jnp.float32),
+            )
+            for a, d in zip(jax.tree_util.tree_leaves(g), raw)
+        )
+
+    g = jax.grad(loss)(params)
+    ad = jnp.stack([dot(g, k) for k in range(n_probes)])
+    if reference is not None:
+        if not _x64():
+            raise ValueError(
+                "gradient_check(reference=...) casts params to float64: enable it "
+                "with jax.config.update('jax_enable_x64', True)"
+            )
+        g64 = jax.grad(reference)(_as(jnp.float64, params))
+        ref = jnp.stack([dot(g64, k) for k in range(n_probes)])
+    else:
+        pnorm = float(
+            jnp.sqrt(sum(jnp.sum(jnp.square(jnp.asarray(x, jnp.float32))) for x in leaves))
+        )
+        h = eps * max(1.0, pnorm)
+        refs = []
+        for k in range(n_probes):
+            plus = jax.tree_util.tree_unflatten(
+                treedef,
+                [x + jnp.asarray(h * d[k], jnp.asarray(x).dtype) for x, d in zip(leaves, raw)],
+            )
+            minus = jax.tree_util.tree_unflatten(
+                treedef,
+                [x - jnp.asarray(h * d[k], jnp.asarray(x).dtype) for x, d in zip(leaves, raw)],
+            )
+            refs.append((loss(plus) - loss(minus)) / (2 * h))
+        ref = jnp.stack(refs)
+    ad, ref = jnp.asarray(ad), jnp.asarray(ref, ad.dtype)
+    scale = 1e-3 * jnp.max(jnp.abs(ref))
+    rel = jnp.abs(ad - ref) / jnp.maximum(jnp.abs(ref), scale)
+    ok = jnp.all(jnp.isfinite(ad)) & jnp.all(rel <= rtol)
+    return GradientCheck(directions, ad, ref, rel, ok)
+
+
+def _x64() -> bool:
+    return bool(jax.config.read("jax_enable_x64"))

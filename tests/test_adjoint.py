@@ -1,0 +1,271 @@
+"""Checkpointing configurations give the same gradient; gradients vs finite
+differences; the float32 recomputation is bit-identical; gradient_check."""
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import stable_ode as so
+from stable_ode._adjoint import checkpoint_bytes, Checkpointing, gradient_check
+
+from helpers import finite_difference_grad, hh_cable
+
+
+T1, DT = 20.0, 0.025  # 800 steps
+N_STEPS = 800
+
+
+def _with_params(model, p):
+    """`p` = (gnabar, gkbar, gl) S/cm² in every compartment, stimulus amplitude nA."""
+    n = model.n_compartments
+    return eqx.tree_at(
+        lambda m: (
+            m.mechanisms[0].mechanism.gnabar,
+            m.mechanisms[0].mechanism.gkbar,
+            m.mechanisms[0].mechanism.gl,
+            m.stimuli.step_amplitude,
+        ),
+        model,
+        (jnp.full(n, p[0]), jnp.full(n, p[1]), jnp.full(n, p[2]), jnp.full(1, p[3])),
+    )
+
+
+def _loss(model, p, solver, adjoint):
+    sim = so.simulate(_with_params(model, p), T1, DT, solver=solver, adjoint=adjoint)
+    return jnp.mean(sim.recordings["end"])
+
+
+_grad = eqx.filter_jit(jax.grad(_loss, argnums=1))
+
+
+CONFIGS = {
+    "diffrax-default": dfx.RecursiveCheckpointAdjoint(),
+    "checkpoints=2": Checkpointing(2),
+    "checkpoints=10": Checkpointing(10),
+    "checkpoints=100": Checkpointing(100),
+    "levels=[20,40]": Checkpointing(levels=[20, 40]),
+    "memory=40kB": Checkpointing(memory_bytes=40_000),
+    "store-all": Checkpointing(10**6),  # capped at max_steps: nothing recomputed
+}
+
+
+def _p(dtype):
+    return jnp.array([0.12, 0.036, 0.0003, 0.2], dtype)
+
+
+# Five layouts for the slower cases (each configuration is one compilation).
+SHORT = ("diffrax-default", "checkpoints=2", "checkpoints=10", "levels=[20,40]", "store-all")
+
+
+def _all_grads(model, solver, p, names=tuple(CONFIGS)):
+    return {k: np.asarray(_grad(model, p, solver, CONFIGS[k])) for k in names}
+
+
+# ---------------------------------------------------------------- configuration
+
+
+def test_options_are_exclusive_and_validated():
+    with pytest.raises(ValueError, match="at most one"):
+        Checkpointing(10, levels=[2, 5])
+    with pytest.raises(ValueError, match="checkpoints=0"):
+        Checkpointing(0)
+    with pytest.raises(ValueError, match=r"levels=\(4, 0\)"):
+        Checkpointing(levels=[4, 0])
+    with pytest.raises(ValueError, match="memory_bytes=-1"):
+        Checkpointing(memory_bytes=-1)
+
+
+def test_num_checkpoints():
+    # Default: diffrax's rule, the smallest c with max_steps < (c+1)(c+2)/2.
+    for max_steps in (1, 10, 1800, 9000):
+        c = Checkpointing().num_checkpoints(max_steps=max_steps)
+        assert max_steps < (c + 1) * (c + 2) // 2 or c == max_steps
+        assert c == 1 or max_steps >= c * (c + 1) // 2
+    assert Checkpointing().num_checkpoints(max_steps=None) is None
+    assert Checkpointing(7).num_checkpoints(max_steps=100) == 7
+    assert Checkpointing(700).num_checkpoints(max_steps=100) == 100
+    lv = Checkpointing(levels=(40, 50))
+    assert lv.num_checkpoints(max_steps=3000, num_steps=2000) == 90
+    with pytest.raises(ValueError, match="product of the levels, 2000, must equal"):
+        lv.num_checkpoints(max_steps=3000, num_steps=1999)
+    with pytest.raises(ValueError, match="needs fixed steps"):
+        lv.num_checkpoints(max_steps=3000, num_steps=None)
+
+
+def test_memory_budget_counts_the_loop_state():
+    model = hh_cable(n=10)
+    captured = {}
+
+    class Spy(dfx.AbstractAdjoint):
+        def loop(self, *, init_state, **kwargs):
+            captured["bytes"] = checkpoint_bytes(init_state)
+            return dfx.RecursiveCheckpointAdjoint().loop(init_state=init_state, **kwargs)
+
+    so.simulate(model, 1.0, DT, adjoint=Spy())
+    per = captured["bytes"]
+    # At least v and the three HH gates of 10 compartments, float64.
+    assert per >= 4 * 10 * 8
+    # ... and not the saved outputs (41 samples × 2 recordings × 8 bytes + times).
+    assert per < 4 * 10 * 8 + 2000
+    c = Checkpointing(memory_bytes=5 * per + per // 2).num_checkpoints(
+        max_steps=1000, init_state=_FakeState(per)
+    )
+    assert c == 5
+    with pytest.raises(ValueError, match="less than one checkpoint"):
+        so.simulate(model, 1.0, DT, adjoint=Checkpointing(memory_bytes=per - 1))
+
+
+class _FakeState(eqx.Module):
+    y: jax.Array
+    save_state: None = None
+    dense_ts: None = None
+    dense_infos: None = None
+
+    def __init__(self, nbytes):
+        self.y = jnp.zeros(nbytes, jnp.uint8)
+
+
+def test_levels_must_match_the_grid():
+    model = hh_cable(n=2)
+    with pytest.raises(ValueError, match="must equal the number of steps, 40"):
+        so.simulate(model, 1.0, DT, adjoint=Checkpointing(levels=[5, 7]))
+
+
+# ---------------------------------------------------------------- float64
+
+
+@pytest.mark.parametrize("solver", [so.BackwardEuler(), so.CrankNicolson()])
+def test_gradient_same_for_every_configuration_float64(solver):
+    model = hh_cable(n=10, amplitude=0.2, duration=20.0)
+    names = tuple(CONFIGS) if isinstance(solver, so.BackwardEuler) else SHORT
+    grads = _all_grads(model, solver, _p(jnp.float64), names)
+    ref = grads["store-all"]
+    assert np.all(np.isfinite(ref))
+    for name, g in grads.items():
+        assert np.all(np.isfinite(g)), name
+        rel = np.max(np.abs(g - ref) / np.abs(ref))
+        assert rel <= 1e-12, (name, rel)
+
+
+def test_gradient_matches_finite_differences_float64():
+    model = hh_cable(n=10, amplitude=0.2, duration=20.0)
+    solver = so.BackwardEuler()
+    adjoint = Checkpointing(10)
+    p = _p(jnp.float64)
+    g = np.asarray(_grad(model, p, solver, adjoint))
+    loss = eqx.filter_jit(_loss)
+    fd = finite_difference_grad(lambda q: loss(model, q, solver, adjoint), p, eps=1e-6)
+    np.testing.assert_allclose(g, fd, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- float32
+
+
+def test_gradient_same_for_every_configuration_float32():
+    with jax.enable_x64(False):
+        model = hh_cable(n=10, amplitude=0.2, duration=20.0, dtype=jnp.float32)
+        solver = so.BackwardEuler()
+        grads = _all_grads(model, solver, _p(jnp.float32), SHORT)
+        ref = grads["store-all"]
+        finite = {k: bool(np.all(np.isfinite(g))) for k, g in grads.items()}
+        assert all(finite.values()), finite
+        rel = {k: float(np.max(np.abs(g - ref) / np.abs(ref))) for k, g in grads.items()}
+        # The forward recomputation is bit-identical (next test); what remains is
+        # the rounding of the backward pass (the order of cotangent accumulation
+        # differs between layouts): a few float32 ulps.
+        assert max(rel.values()) <= 20 * float(jnp.finfo(jnp.float32).eps), rel
+
+
+class _Probe(dfx.AbstractSolver):
+    """Records every state the solver produces (forward pass and recomputation)."""
+
+    inner: dfx.AbstractSolver
+
+    @property
+    def term_structure(self):
+        return self.inner.term_structure
+
+    @property
+    def interpolation_cls(self):
+        return self.inner.interpolation_cls
+
+    def order(self, terms):
+        return self.inner.order(terms)
+
+    def error_order(self, terms):
+        return self.inner.error_order(terms)
+
+    def init(self, terms, t0, t1, y0, args):
+        return self.inner.init(terms, t0, t1, y0, args)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        out = self.inner.step(terms, t0, t1, y0, args, solver_state, made_jump)
+        jax.debug.callback(_record, t1, out[0].v, out[0].gates)
+        return out
+
+    def func(self, terms, t0, y0, args):
+        return self.inner.func(terms, t0, y0, args)
+
+
+_LOG = []
+
+
+def _record(t, v, gates):
+    _LOG.append((float(t), np.asarray(v).copy(), jax.tree.map(np.copy, gates)))
+
+
+@pytest.mark.parametrize("solver", [so.BackwardEuler(), so.CrankNicolson()])
+def test_recomputed_forward_is_bit_identical_float32(solver):
+    with jax.enable_x64(False):
+        model = hh_cable(n=10, amplitude=0.2, duration=20.0, dtype=jnp.float32)
+        _LOG.clear()
+        jax.block_until_ready(_grad(model, _p(jnp.float32), _Probe(solver), Checkpointing(10)))
+    first, recomputed = {}, 0
+    for t, v, gates in _LOG:
+        if t not in first:
+            first[t] = (v, gates)
+            continue
+        recomputed += 1
+        v0, g0 = first[t]
+        assert np.array_equal(v, v0), t
+        assert jax.tree.all(jax.tree.map(np.array_equal, gates, g0)), t
+    assert len(first) == N_STEPS
+    # 10 checkpoints for 800 steps: most steps are recomputed at least once.
+    assert recomputed > N_STEPS
+
+
+# ---------------------------------------------------------------- gradient_check
+
+
+def test_gradient_check_against_float64_and_finite_differences():
+    solver, adjoint = so.BackwardEuler(), Checkpointing(10)
+    m64 = hh_cable(n=10, amplitude=0.2, duration=20.0)
+    # The float32 model cannot be simulated with x64 on (fixed in the controller by
+    # another change); float32 loss built in a no-x64 scope, reference in float64.
+    with jax.enable_x64(False):
+        m32 = hh_cable(n=10, amplitude=0.2, duration=20.0, dtype=jnp.float32)
+        p32 = _p(jnp.float32)
+        g32 = np.asarray(_grad(m32, p32, solver, adjoint))
+    g64 = np.asarray(_grad(m64, _p(jnp.float64), solver, adjoint))
+    np.testing.assert_allclose(g32, g64, rtol=1e-3)
+
+    loss64 = eqx.filter_jit(lambda p: _loss(m64, p, solver, adjoint))
+    good = gradient_check(loss64, _p(jnp.float64), n_probes=2, eps=1e-6, rtol=1e-5)
+    assert bool(good.ok), good.rel_error
+    assert good.ad.shape == (2,)
+
+    # A wrong gradient (gnabar's cotangent scaled by 2) is caught.
+    @jax.custom_vjp
+    def scale_grad(p):
+        return p
+
+    scale_grad.defvjp(lambda p: (p, None), lambda _, ct: (ct.at[0].multiply(2.0),))
+    bad_loss = eqx.filter_jit(lambda p: _loss(m64, scale_grad(p), solver, adjoint))
+    bad = gradient_check(
+        bad_loss, _p(jnp.float64), reference=loss64, n_probes=2, rtol=1e-3
+    )
+    assert not bool(bad.ok)
+    assert np.max(np.asarray(bad.rel_error)) > 1e-3
