@@ -57,3 +57,8 @@ from ._results import RESULTS as RESULTS
 from ._solver.nonfinite_guard import NonFiniteGuard as NonFiniteGuard
 from . import transforms as transforms
 from .diagnostics import diagnose as diagnose, Diagnosis as Diagnosis
+from ._adjoint import (
+    Checkpointing as Checkpointing,
+    gradient_check as gradient_check,
+    GradientCheck as GradientCheck,
+)
