@@ -273,12 +273,14 @@ def simulate(
             max_steps=100_000 if max_steps is None else max_steps,
             throw=False,
         )
-        # With `t1=True` the last sample is the final state: on failure, the last
-        # good one (at `t_end`); unsaved samples (`inf`) after it hold its value.
-        t_end = sol.ts[-1]
+        # With `t1=True` the final state is saved after the last `ts` reached: on
+        # failure, the last good one (at `t_end`); the unsaved samples (`inf`)
+        # after it hold its value.
+        i_end = jnp.sum(jnp.isfinite(sol.ts)) - 1
+        t_end = sol.ts[i_end]
         valid = ts <= t_end
         recordings = {
-            k: jnp.where(_bcast(valid, v[:-1]), v[:-1], v[-1:])
+            k: jnp.where(_bcast(valid, v[:-1]), v[:-1], v[i_end][None])
             for k, v in sol.ys.items()
         }
     st = sol.stats

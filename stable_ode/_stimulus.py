@@ -86,7 +86,8 @@ class Stimuli(eqx.Module):
 
     def jump_times(self) -> np.ndarray:
         """Sorted times (ms) at which any stimulus is discontinuous."""
-        ts = [np.asarray(self.step_delay), np.asarray(self.step_delay + self.step_duration)]
+        delay = np.asarray(self.step_delay)
+        ts = [delay, delay + np.asarray(self.step_duration)]  # numpy: works under jit
         for i in range(self.trace_index.shape[0]):
             n = self.trace_values.shape[1]
             ts.append(float(self.trace_delay[i]) + float(self.trace_dt[i]) * np.arange(n + 1))

@@ -107,9 +107,12 @@ def give_up_reason(
     the retry `[t0, next_t1]`: whether to give up, and the code to give up with.
 
     Too many in a row → `nonfinite_max_rejections`; a retry shorter than `dtmin`, or
-    one that does not advance `t` in floating point → `nonfinite_dt_min`.
+    than 128 ulp of `max(|t0|, 1)` → `nonfinite_dt_min`.
     """
-    too_small = next_t1 <= t0
+    # a retry within ~100 ulp of `t0` cannot make real progress (and a creep of
+    # such steps towards a non-finite boundary would never end)
+    eps = jnp.finfo(jnp.result_type(t0, next_t1)).eps
+    too_small = next_t1 - t0 <= 128 * eps * jnp.maximum(jnp.abs(t0), 1.0)
     if dtmin is not None:
         too_small = too_small | (next_t1 - t0 < dtmin)
     too_many = consecutive >= max_nonfinite

@@ -53,7 +53,7 @@ class NonFiniteRejecting(
 
     **When it gives up.** After `max_nonfinite` consecutive non-finite rejections
     (code `stable_ode.RESULTS.nonfinite_max_rejections`), or when the retry would be
-    shorter than `dtmin` or would not advance `t` in floating point
+    shorter than `dtmin` or is within 128 ulp of `t` (no real progress)
     (`stable_ode.RESULTS.nonfinite_dt_min`). The diffrax loop only accepts
     `diffrax.RESULTS`, so the controller then returns
     `diffrax.RESULTS.dt_min_reached` to stop the solve, and records its own code and
@@ -204,5 +204,5 @@ NonFiniteRejecting.__init__.__doc__ = """**Arguments:**
 - `max_nonfinite`: give up after this many consecutive non-finite rejections
     (default 20, i.e. a step shrunk by up to `0.5**20 ≈ 1e-6`).
 - `dtmin`: give up when a retry would be shorter than this (ms); `None` (default)
-    gives up only when the retry would not advance `t` in floating point.
+    gives up only when the retry is within 128 ulp of `t` (no real progress).
 """

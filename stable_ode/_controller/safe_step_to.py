@@ -162,7 +162,7 @@ SafeStepTo.__init__.__doc__ = """**Arguments:**
 - `max_nonfinite`: give up after this many consecutive non-finite rejections
     (default 10: a grid step divided by up to 1024).
 - `dtmin`: give up when a retry would be shorter than this (ms); `None` (default)
-    gives up only when it would not advance `t` in floating point.
+    gives up only when it is within 128 ulp of `t` (no real progress).
 - `check_error`: also reject steps whose error estimate is non-finite (default
     `False`).
 """

@@ -1,0 +1,238 @@
+"""Adaptive and safe fixed stepping of membrane models through `simulate`."""
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import hh_cable, hh_compartment, spike_times
+
+import stable_ode as so
+from stable_ode._simulate import _safe_controller
+
+
+class Fragile(so.AbstractMechanism):
+    """A leak whose current is NaN above `v_max` (mV): a model that cannot go on."""
+
+    g: float = 0.001
+    e: float = -65.0
+    v_max: float = -40.0
+
+    def gates(self, v, celsius):
+        del v, celsius
+        return {}
+
+    def current(self, v, states, celsius):
+        del states, celsius
+        return jnp.where(v > self.v_max, jnp.nan, self.g * (v - self.e))
+
+
+def _fragile(amplitude=0.5):
+    cell = so.Cell("c", [so.Section("soma", 20.0, 20.0, 1)], [so.Insert(Fragile())])
+    site = so.Site("c", "soma", 0.5)
+    return so.build(
+        [cell],
+        [so.StepCurrent(site, amplitude, 1.0, 20.0)],
+        [so.Recording("soma", site)],
+    )
+
+
+# ------------------------------------------------------------- when a solve stops
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_failure_keeps_trajectory_and_time(adaptive):
+    m = _fragile()
+    controller = dfx.PIDController(rtol=1e-4, atol=1e-4) if adaptive else None
+    sim = so.simulate(m, 10.0, 0.025, controller=controller, throw=False)
+    assert bool(sim.result == so.RESULTS.nonfinite_max_rejections) or bool(
+        sim.result == so.RESULTS.nonfinite_dt_min
+    )
+    t_fail = float(sim.stats["t_fail"])
+    v = np.asarray(sim.recordings["soma"])
+    valid = np.asarray(sim.valid)
+    assert 1.0 < t_fail < 10.0 and np.all(np.isfinite(v))
+    assert valid.sum() < valid.size and np.all(valid == (np.asarray(sim.ts) <= t_fail))
+    # the current is evaluated at the step's start: only the last good state may
+    # lie past the NaN threshold
+    assert np.sum(v[valid] > -40.0) <= 1
+    assert np.all(v[~valid] == v[valid][-1]) or adaptive  # fixed: held last sample
+    if adaptive:  # held value is the state at t_fail, the last good one
+        assert np.all(v[~valid] == v[~valid][0])
+    assert int(sim.stats["num_nonfinite_rejected"]) >= 1
+    with pytest.raises(Exception, match=r"stopped at t = [0-9.]+ ms.*non-finite"):
+        so.simulate(m, 10.0, 0.025, controller=controller, throw=True)
+
+
+def test_fixed_default_matches_steps_and_rejects_fixed_controllers():
+    m = hh_compartment()
+    sim = so.simulate(m, 10.0, 0.025, save_dt=0.1)
+    assert bool(sim.result == so.RESULTS.successful)
+    np.testing.assert_allclose(sim.ts, 0.1 * np.arange(101), atol=1e-12)
+    assert int(sim.stats["num_steps"]) == 400
+    assert float(sim.stats["min_dt"]) == pytest.approx(0.025, rel=1e-12)
+    assert float(sim.stats["t_fail"]) == np.inf and bool(jnp.all(sim.valid))
+    with pytest.raises(ValueError, match="cannot reject non-finite"):
+        so.simulate(m, 10.0, 0.025, controller=dfx.ConstantStepSize())
+
+
+# --------------------------------------------------------------- step edges
+
+
+def test_stimulus_edge_is_a_step_boundary():
+    m = hh_compartment(delay=5.0, duration=10.0)
+    jumps = jnp.asarray(m.stimuli.jump_times(), m.dtype)
+    ctrl = _safe_controller(dfx.PIDController(rtol=1e-5, atol=1e-5), jumps)
+    assert isinstance(ctrl, so.NonFiniteRejecting)
+    assert isinstance(ctrl.controller, dfx.ClipStepSizeController)
+    sol = dfx.diffeqsolve(
+        so.MembraneTerm(m),
+        so.NonFiniteGuard(so.CrankNicolson()),
+        0.0,
+        20.0,
+        0.1,
+        m.init_state(),
+        saveat=dfx.SaveAt(steps=True, fn=lambda t, y, args: y.v),
+        stepsize_controller=ctrl,
+        max_steps=2000,
+    )
+    ts = np.asarray(sol.ts)
+    ts = ts[np.isfinite(ts)]
+    for edge in (5.0, 15.0):
+        # a step ends just before the edge and the next starts just after it
+        assert np.min(np.abs(ts - edge)) < 1e-12
+    # and no accepted step straddles an edge
+    assert not np.any((ts[:-1] < 5.0 - 1e-12) & (ts[1:] > 5.0 + 1e-12))
+    assert not np.any((ts[:-1] < 15.0 - 1e-12) & (ts[1:] > 15.0 + 1e-12))
+
+
+# --------------------------------------------------------------- accuracy
+
+
+_reference = {}
+
+
+def _spikes(model, name, t1, **kw):
+    sim = so.simulate(model, t1, **kw)
+    assert bool(sim.result == so.RESULTS.successful)
+    return spike_times(sim.ts, sim.recordings[name]), sim
+
+
+@pytest.mark.parametrize("solver", [so.BackwardEuler(), so.CrankNicolson()])
+def test_spike_times_compartment(solver):
+    """Spike times converge to the reference as the tolerance is tightened.
+
+    Measured (2026-11-30): rtol = atol = 1e-4 / 1e-5 / 1e-6 give 0.35 / 0.096 /
+    0.029 ms (BackwardEuler, 1541 / 3818 / 10402 steps) and 0.25 / 0.083 /
+    0.024 ms (CrankNicolson, 358 / 652 / 1147 steps): the tolerance bounds the
+    local error per step, and a spike time integrates it over the ramp to
+    threshold. The reference is CrankNicolson at fixed dt = 0.5 µs.
+    """
+    m = hh_compartment(amplitude=0.1, delay=2.0, duration=30.0)
+    if "c" not in _reference:
+        _reference["c"] = _spikes(
+            m, "soma", 30.0, dt=0.0005, solver=so.CrankNicolson(), save_dt=0.001
+        )[0]
+    ref = _reference["c"]
+    errs, steps = [], []
+    for tol in (1e-4, 1e-5, 1e-6):
+        tol = jnp.asarray(tol)  # traced: one compilation for all three
+        got, sim = _spikes(
+            m,
+            "soma",
+            30.0,
+            dt=0.01,
+            solver=solver,
+            save_dt=0.001,
+            controller=dfx.PIDController(rtol=tol, atol=tol),
+        )
+        assert len(ref) >= 2 and len(got) == len(ref)
+        errs.append(np.max(np.abs(got - ref)))
+        steps.append(int(sim.stats["num_steps"]))
+    print(type(solver).__name__, "spike errors", errs, "steps", steps)
+    assert errs[0] > 2 * errs[1] > 4 * errs[2]
+    assert errs[2] < 0.05  # ms
+
+
+def test_spike_times_cable():
+    m = hh_cable(n=6, length=300.0, amplitude=0.2, delay=1.0, duration=15.0)
+    ref = _spikes(m, "end", 15.0, dt=0.0005, solver=so.CrankNicolson(), save_dt=0.001)[
+        0
+    ]
+    got, sim = _spikes(
+        m,
+        "end",
+        15.0,
+        dt=0.01,
+        solver=so.CrankNicolson(),
+        save_dt=0.001,
+        controller=dfx.PIDController(rtol=1e-6, atol=1e-6),
+    )
+    assert len(ref) >= 1 and len(got) == len(ref)
+    err = np.max(np.abs(got - ref))
+    print("cable spike err", err, "steps", int(sim.stats["num_steps"]))
+    assert err < 0.05  # ms, as the compartment at the same tolerance
+
+
+@pytest.mark.parametrize(
+    "solver", [so.ExponentialEuler(), so.BackwardEuler(), so.CrankNicolson()]
+)
+def test_error_estimate_order(solver):
+    """`error_order` is what the local error estimate does: halving dt divides it by
+    2**error_order (which is what PID's exponent 1/error_order assumes)."""
+    m = hh_compartment(amplitude=0.0, v_init=-55.0)
+    term = so.MembraneTerm(m)
+    y0 = m.init_state()
+    # leave the start-up step (CrankNicolson's first step is θ = 1)
+    state = solver.init(term, 0.0, 0.1, y0, None)
+    t0 = 0.7
+
+    def err(dt):
+        _, e, _, _, _ = solver.step(term, t0, t0 + dt, y0, None, state, False)
+        return float(jnp.max(jnp.abs(e.v)))
+
+    ratio = np.log2(err(0.02) / err(0.01))
+    assert ratio == pytest.approx(solver.error_order(term), abs=0.25)
+
+
+def test_crank_nicolson_dense_output_second_order():
+    m = hh_compartment(amplitude=0.0, v_init=-58.0)
+    ts = jnp.linspace(0.013, 4.987, 37)  # off every grid below
+
+    def dense(dt):
+        n = round(5.0 / dt)
+        return dfx.diffeqsolve(
+            so.MembraneTerm(m),
+            so.CrankNicolson(),
+            0.0,
+            5.0,
+            None,
+            m.init_state(),
+            saveat=dfx.SaveAt(ts=ts, fn=lambda t, y, args: y.v),
+            stepsize_controller=dfx.StepTo(jnp.linspace(0.0, 5.0, n + 1)),
+            max_steps=n,
+        ).ys[:, 0]
+
+    ref = dense(0.0025)
+    e1 = float(jnp.max(jnp.abs(dense(0.1) - ref)))
+    e2 = float(jnp.max(jnp.abs(dense(0.05) - ref)))
+    assert np.log2(e1 / e2) > 1.8
+
+
+def test_no_recompilation():
+    # Adaptive runs need concrete stimulus edges (the clip's jump times), so the
+    # model is closed over; initial states and tolerances are traced.
+    m = hh_compartment(amplitude=0.1, delay=1.0)
+
+    @jax.jit
+    @eqx.debug.assert_max_traces(max_traces=1)
+    def run(y0, tol):
+        return so.simulate(
+            m, 5.0, 0.025, y0=y0, controller=dfx.PIDController(rtol=tol, atol=tol)
+        ).recordings["soma"]
+
+    y0 = m.init_state()
+    for dv, tol in ((0.0, 1e-4), (1.0, 1e-5), (-2.0, 1e-3)):
+        y = eqx.tree_at(lambda s: s.v, y0, y0.v + dv)
+        jax.block_until_ready(run(y, jnp.asarray(tol)))
