@@ -22,7 +22,8 @@ from ._model import (
     Recording as Recording,
     State as State,
 )
-from ._simulate import Simulation as Simulation, simulate as simulate
+from ._network import Connections as Connections, SynapseGroup as SynapseGroup
+from ._simulate import simulate as simulate, Simulation as Simulation
 from ._solver import (
     BackwardEuler as BackwardEuler,
     CrankNicolson as CrankNicolson,
@@ -34,7 +35,11 @@ from ._spec import (
     ModelSpec as ModelSpec,
     SpecError as SpecError,
 )
-from ._stimulus import Site as Site, StepCurrent as StepCurrent, TraceCurrent as TraceCurrent
+from ._stimulus import (
+    Site as Site,
+    StepCurrent as StepCurrent,
+    TraceCurrent as TraceCurrent,
+)
 from ._term import MembraneTerm as MembraneTerm
 from .mechanisms import (
     AbstractMechanism as AbstractMechanism,
@@ -44,10 +49,27 @@ from .mechanisms import (
     inf_tau_gate as inf_tau_gate,
     Passive as Passive,
 )
-from .morphology import Cell as Cell, Insert as Insert, Section as Section
-from .morphology import load_swc as load_swc, save_swc as save_swc
+from .mechanisms.synapses import (
+    AbstractSynapse as AbstractSynapse,
+    GapJunction as GapJunction,
+    IonotropicSynapse as IonotropicSynapse,
+)
+from .morphology import (
+    Cell as Cell,
+    Insert as Insert,
+    load_swc as load_swc,
+    save_swc as save_swc,
+    Section as Section,
+)
+
 
 __version__ = "0.1.0"
+from . import transforms as transforms
+from ._adjoint import (
+    Checkpointing as Checkpointing,
+    gradient_check as gradient_check,
+    GradientCheck as GradientCheck,
+)
 from ._controller import (
     NonFiniteRejecting as NonFiniteRejecting,
     SafeStepTo as SafeStepTo,
@@ -55,10 +77,4 @@ from ._controller import (
 )
 from ._results import RESULTS as RESULTS
 from ._solver.nonfinite_guard import NonFiniteGuard as NonFiniteGuard
-from . import transforms as transforms
 from .diagnostics import diagnose as diagnose, Diagnosis as Diagnosis
-from ._adjoint import (
-    Checkpointing as Checkpointing,
-    gradient_check as gradient_check,
-    GradientCheck as GradientCheck,
-)

@@ -16,12 +16,23 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from ._network import build_connections, cast_params, Connections, SynapseGroup
+from ._stimulus import build_stimuli, Site, StepCurrent, Stimuli, TraceCurrent
 from .mechanisms import AbstractMechanism, Gate
 from .morphology._cell import Cell
-from .morphology._coupling import AbstractCoupling, NoCoupling, TridiagonalCoupling
-from .morphology._discretise import compartment_of, CompartmentInfo, discretise, path_order
+from .morphology._coupling import (
+    AbstractCoupling,
+    dense_coupling,
+    NoCoupling,
+    TridiagonalCoupling,
+)
+from .morphology._discretise import (
+    compartment_of,
+    CompartmentInfo,
+    discretise,
+    path_order,
+)
 from .morphology._tree import tree_coupling
-from ._stimulus import build_stimuli, Site, Stimuli, StepCurrent, TraceCurrent
 
 
 class State(eqx.Module):
@@ -32,23 +43,51 @@ class State(eqx.Module):
     - `v`: membrane potential per compartment, mV, shape `(ncomp,)`.
     - `gates`: one dict per mechanism group (in `MembraneModel.mechanisms` order)
       mapping gate names to values in [0, 1], shape `(n_group,)`.
+    - `synapses`: one dict per synapse group (in `MembraneModel.synapses` order)
+      mapping state names to values, shape `(n_synapses,)`.
+
+    Either is `{}` rather than `()` when there are no groups (see `group_states`).
     """
 
     v: Float[Array, " ncomp"]
     gates: tuple[dict[str, Float[Array, " n"]], ...]
+    synapses: tuple[dict[str, Float[Array, " n"]], ...] | dict = eqx.field(
+        default_factory=dict
+    )
+
+
+def group_states(per_group) -> tuple | dict:
+    """Per-group states as a tuple, or `{}` when there are no groups.
+
+    (An empty tuple is a singleton; equinox's buffer rewriting inside diffrax's
+    implicit Runge–Kutta solvers cannot tell its occurrences apart and fails with
+    "Only arrays can be treated as buffers". A fresh `{}` has no such problem.)
+    """
+    out = tuple(per_group)
+    return out if out else {}
+
+
+def relaxation_rhs(kinetics, states):
+    """`rate·(inf - x)` (1/ms) for every state `x` of every group."""
+    return group_states(
+        {k: kin[k].rate * (kin[k].inf - x[k]) for k in x}
+        for kin, x in zip(kinetics, states)
+    )
 
 
 class MechanismGroup(eqx.Module):
     """A mechanism inserted in the compartments `index`.
 
-    `mechanism`'s floating fields have shape `(len(index),)`. `name` and `sections`
-    identify the group (for diagnostics and parameter selection).
+    `mechanism`'s floating fields have shape `(len(index),)`. Every insertion of
+    the same mechanism class (with the same parameter structure) across all cells
+    forms one group, so the per-step cost is one vectorised call per mechanism
+    type, whatever the number of cells. `sections` lists the `(cell, section)`
+    pairs it covers; `model.layout` names each compartment.
     """
 
     mechanism: AbstractMechanism
     index: Int[Array, " n"]
-    cell: str = eqx.field(static=True)
-    sections: tuple[str, ...] = eqx.field(static=True)
+    sections: tuple[tuple[str, str], ...] = eqx.field(static=True)
 
     @property
     def name(self) -> str:
@@ -87,6 +126,7 @@ class MembraneModel(eqx.Module):
     - `celsius`: temperature, °C.
     - `v_init`: initial membrane potential per compartment, mV.
     - `layout`: static names of compartments and recordings.
+    - `synapses`: tuple of `SynapseGroup` (chemical synapses).
     """
 
     area: Float[Array, " ncomp"]
@@ -97,6 +137,7 @@ class MembraneModel(eqx.Module):
     celsius: Float[Array, ""]
     v_init: Float[Array, " ncomp"]
     layout: Layout = eqx.field(static=True)
+    synapses: tuple[SynapseGroup, ...] = ()
 
     @property
     def n_compartments(self) -> int:
@@ -108,17 +149,36 @@ class MembraneModel(eqx.Module):
 
     def gate_kinetics(self, v: Float[Array, " ncomp"]) -> tuple[dict[str, Gate], ...]:
         """Every mechanism group's gate kinetics at voltages `v`."""
-        return tuple(g.mechanism.gates(v[g.index], self.celsius) for g in self.mechanisms)
+        return tuple(
+            g.mechanism.gates(v[g.index], self.celsius) for g in self.mechanisms
+        )
+
+    def synapse_kinetics(
+        self, v: Float[Array, " ncomp"]
+    ) -> tuple[dict[str, Gate], ...]:
+        """Every synapse group's state kinetics, driven by presynaptic voltages."""
+        return tuple(g.synapse.gates(v[g.pre], self.celsius) for g in self.synapses)
 
     def ionic_current(
-        self, v: Float[Array, " ncomp"], gates: tuple[dict[str, Array], ...]
+        self,
+        v: Float[Array, " ncomp"],
+        gates: tuple[dict[str, Array], ...],
+        synapses: tuple[dict[str, Array], ...] = (),
     ) -> Float[Array, " ncomp"]:
-        """Total outward membrane current density per compartment, mA/cm²."""
+        """Total outward membrane current density per compartment, mA/cm²:
+        channels, plus chemical synapses onto the compartment (nA → mA/cm²)."""
         i = jnp.zeros_like(v)
         for group, states in zip(self.mechanisms, gates):
             i = i.at[group.index].add(
                 group.mechanism.current(v[group.index], states, self.celsius)
             )
+        if self.synapses:
+            isyn = jnp.zeros_like(v)
+            for group, states in zip(self.synapses, synapses):
+                isyn = isyn.at[group.post].add(
+                    group.synapse.current(v[group.post], states, self.celsius)
+                )
+            i = i + 1e-6 * isyn / self.area
         return i
 
     def stimulus_density(self, t) -> Float[Array, " ncomp"]:
@@ -132,43 +192,32 @@ class MembraneModel(eqx.Module):
     def init_state(self) -> State:
         """Voltages at `v_init`, every gate at its steady state there."""
         v = self.v_init
-        gates = tuple(
+        gates = group_states(
             g.mechanism.init_states(v[g.index], self.celsius) for g in self.mechanisms
         )
-        return State(v=v, gates=gates)
+        synapses = group_states(
+            g.synapse.init_states(v[g.pre], self.celsius) for g in self.synapses
+        )
+        return State(v=v, gates=gates, synapses=synapses)
 
     def index(self, cell: str, section: str, position: float = 0.5) -> int:
         """Compartment index of `section(position)` in `cell` (NEURON's `sec(x)`)."""
         for i, c in enumerate(self.layout.compartments):
             if c.cell == cell and c.section == section:
                 n = sum(
-                    1 for d in self.layout.compartments if d.cell == cell and d.section == section
+                    1
+                    for d in self.layout.compartments
+                    if d.cell == cell and d.section == section
                 )
                 return i + min(int(np.floor(position * n)), n - 1)
         raise KeyError(f"No section {section!r} in cell {cell!r}")
-
-
-def _cast_mechanism(mech: AbstractMechanism, n: int, dtype, where: str) -> AbstractMechanism:
-    def cast(x):
-        if isinstance(x, bool) or not isinstance(x, (int, float, np.ndarray, jax.Array)):
-            return x
-        a = np.asarray(x, dtype=float) if not isinstance(x, jax.Array) else x
-        if a.ndim == 0:
-            return jnp.full((n,), a, dtype)
-        if a.shape != (n,):
-            raise ValueError(
-                f"{where}: parameter array of shape {a.shape} does not match the "
-                f"{n} compartments it is inserted in"
-            )
-        return jnp.asarray(a, dtype)
-
-    return jax.tree_util.tree_map(cast, mech)
 
 
 def build(
     cells: Sequence[Cell],
     stimuli: Sequence[StepCurrent | TraceCurrent] = (),
     recordings: Sequence[Recording] = (),
+    connections: Sequence[Connections] = (),
     *,
     celsius: float = 6.3,
     v_init: float = -65.0,
@@ -181,6 +230,8 @@ def build(
     - `cells`: `Cell`s (names unique).
     - `stimuli`: `StepCurrent`s and `TraceCurrent`s.
     - `recordings`: `Recording`s, returned by name by `simulate`.
+    - `connections`: `Connections` (chemical synapses and gap junctions) between
+      compartments of any cells.
     - `celsius`: temperature, °C (NEURON's `celsius`, default 6.3).
     - `v_init`: initial membrane potential, mV.
     - `dtype`: `jnp.float32` or `jnp.float64` (default: JAX's default float).
@@ -208,25 +259,6 @@ def build(
 
     infos, area, cap, offsets, edges, junctions = discretise(cells)
     n = len(infos)
-    # Paths (cables, unbranched cells) use LAPACK's tridiagonal solver; anything
-    # branched (a junction of 3+ compartments, or a compartment with 3+
-    # neighbours) uses the tree coupling, whose junction nodes stay in the solve.
-    path = None if junctions else path_order(n, edges)
-    coupling: AbstractCoupling
-    if not edges and not junctions:
-        coupling = NoCoupling(ncomp=n, dtype=dtype.name)
-    elif path is None:
-        coupling = tree_coupling(n, edges, junctions, dtype)
-    else:
-        order, g = path
-        identity = bool(np.all(order == np.arange(n)))
-        coupling = TridiagonalCoupling(
-            g=jnp.asarray(g, dtype),
-            order=None if identity else jnp.asarray(order, jnp.int32),
-            inverse_order=None
-            if identity
-            else jnp.asarray(np.argsort(order), jnp.int32),
-        )
 
     def index_of(site: Site) -> int:
         if site.cell not in by_name:
@@ -240,11 +272,18 @@ def build(
             raise ValueError(f"position must be in [0, 1], got {site.position}")
         return offsets[cell.name][sec.name] + compartment_of(sec, site.position)
 
-    groups = []
+    synapse_groups, gap_edges = build_connections(connections, index_of, n, dtype)
+    edges = edges + gap_edges
+    coupling = _choose_coupling(n, edges, junctions, dtype)
+
+    # One group per mechanism type (and parameter structure) across all cells.
+    inserted: dict = {}
     for cell in cells:
         for ins in cell.mechanisms:
-            secs = ins.sections if ins.sections is not None else tuple(
-                s.name for s in cell.sections
+            secs = (
+                ins.sections
+                if ins.sections is not None
+                else tuple(s.name for s in cell.sections)
             )
             idx = [
                 offsets[cell.name][s] + k
@@ -252,14 +291,36 @@ def build(
                 for k in range(cell.section(s).n_compartments)
             ]
             where = f"cell {cell.name!r}, mechanism {type(ins.mechanism).__name__}"
-            groups.append(
-                MechanismGroup(
-                    mechanism=_cast_mechanism(ins.mechanism, len(idx), dtype, where),
-                    index=jnp.asarray(idx, jnp.int32),
-                    cell=cell.name,
-                    sections=tuple(secs),
-                )
+            mech = cast_params(
+                ins.mechanism, len(idx), dtype, where, "compartments", to_jax=False
             )
+            key = jax.tree_util.tree_structure(mech)
+            inserted.setdefault(key, []).append(
+                (mech, idx, tuple((cell.name, s) for s in secs))
+            )
+    groups = []
+    for parts in inserted.values():
+        mechs, idxs, secs = zip(*parts)
+        all_idx = [i for idx in idxs for i in idx]
+        if len(set(all_idx)) != len(all_idx):
+            raise ValueError(
+                f"mechanism {type(mechs[0]).__name__} is inserted twice in the same "
+                f"compartment (sections {sorted(set(sum(secs, ())))})"
+            )
+        groups.append(
+            MechanismGroup(
+                mechanism=jax.tree_util.tree_map(
+                    lambda *a: (
+                        jnp.asarray(np.concatenate(a))
+                        if isinstance(a[0], np.ndarray)
+                        else a[0]
+                    ),
+                    *mechs,
+                ),
+                index=jnp.asarray(all_idx, jnp.int32),
+                sections=sum(secs, ()),
+            )
+        )
 
     rec_names = [r.name for r in recordings]
     dup = {r for r in rec_names if rec_names.count(r) > 1}
@@ -278,4 +339,46 @@ def build(
         celsius=jnp.asarray(celsius, dtype),
         v_init=jnp.full((n,), v_init, dtype),
         layout=layout,
+        synapses=synapse_groups,
+    )
+
+
+def _has_cycle(n: int, edges) -> bool:
+    parent = list(range(n))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j, _ in edges:
+        ri, rj = find(i), find(j)
+        if ri == rj:
+            return True
+        parent[ri] = rj
+    return False
+
+
+def _choose_coupling(n, edges, junctions, dtype) -> AbstractCoupling:
+    """The cheapest exact structure for the compartment graph: none, paths
+    (tridiagonal, LAPACK), a forest (tree solve), or, if gap junctions close a
+    cycle, a dense matrix (LU; O(n³) per step, for small models only)."""
+    if not edges and not junctions:
+        return NoCoupling(ncomp=n, dtype=dtype.name)
+    n_nodes = n + len(junctions)
+    all_edges = list(edges) + [
+        (n + k, i, g) for k, members in enumerate(junctions) for i, g in members
+    ]
+    if _has_cycle(n_nodes, all_edges):
+        return dense_coupling(n, edges, junctions, dtype)
+    path = None if junctions else path_order(n, edges)
+    if path is None:
+        return tree_coupling(n, edges, junctions, dtype)
+    order, g = path
+    identity = bool(np.all(order == np.arange(n)))
+    return TridiagonalCoupling(
+        g=jnp.asarray(g, dtype),
+        order=None if identity else jnp.asarray(order, jnp.int32),
+        inverse_order=None if identity else jnp.asarray(np.argsort(order), jnp.int32),
     )

@@ -4,7 +4,7 @@
 `Kvaerno5`, ...) integrates it unchanged:
 
     C dv/dt = 1000·(-i_ion(v, x) + i_stim(t) + i_axial(v))    (mV/ms, mA/cm², µF/cm²)
-    dx/dt   = rate(v)·(inf(v) - x)                               (each gate x)
+    dx/dt   = rate(v)·(inf(v) - x)        (each gate x; synapse states: v_pre)
 
 The factor 1000 converts mA/cm² over µF/cm² to mV/ms. Besides `vf`, the term
 exposes the structure the stiff solvers of this package use: gate kinetics, the
@@ -12,12 +12,12 @@ exact linearisation of the ionic current, and the coupling operator.
 """
 
 import diffrax as dfx
-from diffrax._term import WrapTerm
 import jax
 import jax.numpy as jnp
+from diffrax._term import WrapTerm
 from jaxtyping import Array, Float
 
-from ._model import MembraneModel, State
+from ._model import MembraneModel, relaxation_rhs, State
 
 
 class MembraneTerm(dfx.AbstractTerm):
@@ -29,14 +29,15 @@ class MembraneTerm(dfx.AbstractTerm):
         del args
         m = self.model
         dv = (1000.0 / m.capacitance) * (
-            -m.ionic_current(y.v, y.gates) + m.stimulus_density(t) + m.axial_density(y.v)
+            -m.ionic_current(y.v, y.gates, y.synapses)
+            + m.stimulus_density(t)
+            + m.axial_density(y.v)
         )
-        kinetics = m.gate_kinetics(y.v)
-        dgates = tuple(
-            {k: kin[k].rate * (kin[k].inf - x[k]) for k in x}
-            for kin, x in zip(kinetics, y.gates)
+        return State(
+            v=dv,
+            gates=relaxation_rhs(m.gate_kinetics(y.v), y.gates),
+            synapses=relaxation_rhs(m.synapse_kinetics(y.v), y.synapses),
         )
-        return State(v=dv, gates=dgates)
 
     def contr(self, t0, t1, **kwargs):
         del kwargs
@@ -46,16 +47,19 @@ class MembraneTerm(dfx.AbstractTerm):
         return jax.tree_util.tree_map(lambda v: v * control, vf)
 
     def linearised_current(
-        self, v: Float[Array, " ncomp"], gates
+        self, v: Float[Array, " ncomp"], gates, synapses=()
     ) -> tuple[Float[Array, " ncomp"], Float[Array, " ncomp"]]:
         """Ionic current density at `v` (mA/cm²) and its exact derivative
         `di/dv` (S/cm²) for frozen gates, by one `jax.jvp`.
 
-        Each compartment's current depends only on its own voltage, so the
+        Each compartment's current depends only on its own voltage (synaptic
+        currents on the postsynaptic one; their states are frozen), so the
         directional derivative along ones is the diagonal of the Jacobian.
         """
         return jax.jvp(
-            lambda u: self.model.ionic_current(u, gates), (v,), (jnp.ones_like(v),)
+            lambda u: self.model.ionic_current(u, gates, synapses),
+            (v,),
+            (jnp.ones_like(v),),
         )
 
 

@@ -17,40 +17,44 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float
 
-from .._model import State
+from .._model import group_states, relaxation_rhs, State
 from .._term import MembraneTerm
 
 
-def gate_step(kinetics, gates, dt):
-    """Exact update of every gate over `dt` for frozen kinetics.
+def kinetics(model, v):
+    """`(gate kinetics, synapse kinetics)` at voltages `v`."""
+    return model.gate_kinetics(v), model.synapse_kinetics(v)
+
+
+def _relax(kinetics, states, dt):
+    return group_states(
+        {k: x[k] + (kin[k].inf - x[k]) * -jnp.expm1(-kin[k].rate * dt) for k in x}
+        for kin, x in zip(kinetics, states)
+    )
+
+
+def relax(kin, y: State, dt, v) -> State:
+    """Exact update of every gate and synapse state over `dt` for frozen kinetics
+    `kin`, with the voltage set to `v`.
 
     `x1 = x0 + (inf - x0)·(1 - exp(-rate·dt))`, computed with `expm1`: finite for
     every finite rate ≥ 0 and dt > 0 (no `inf·0`, no `0/0`).
     """
-    return tuple(
-        {k: x[k] + (kin[k].inf - x[k]) * -jnp.expm1(-kin[k].rate * dt) for k in x}
-        for kin, x in zip(kinetics, gates)
-    )
-
-
-def gate_rhs(kinetics, gates):
-    """`rate·(inf - x)` for every gate, 1/ms."""
-    return tuple(
-        {k: kin[k].rate * (kin[k].inf - x[k]) for k in x}
-        for kin, x in zip(kinetics, gates)
+    return State(
+        v=v, gates=_relax(kin[0], y.gates, dt), synapses=_relax(kin[1], y.synapses, dt)
     )
 
 
 def voltage_step(
     term: MembraneTerm,
-    v0: Float[Array, " ncomp"],
-    gates,
+    y: State,
     dt,
     s: Float[Array, " ncomp"],
     theta,
     linear_solver: lx.AbstractLinearSolver | None,
 ) -> tuple[Float[Array, " ncomp"], Float[Array, " ncomp"]]:
-    """One linearly implicit θ-step of the voltage equation with frozen `gates`.
+    """One linearly implicit θ-step of the voltage equation from `y.v`, with the
+    gate and synapse states of `y` frozen.
 
     **Returns:** `(v1, dvdt0)` with `dvdt0` the right-hand side at `v0` (mV/ms,
     reused by error estimates). The structured solvers cannot fail on a finite
@@ -60,7 +64,8 @@ def voltage_step(
     uses the coupling's own (`coupling.default_solver()`).
     """
     m = term.model
-    i0, g = term.linearised_current(v0, gates)
+    v0 = y.v
+    i0, g = term.linearised_current(v0, y.gates, y.synapses)
     c = m.coupling
     if linear_solver is None:
         linear_solver = c.default_solver()
@@ -77,16 +82,21 @@ def voltage_step(
     return v0 + delta, dvdt0
 
 
-def dvdt(term: MembraneTerm, v, gates, s) -> Float[Array, " ncomp"]:
-    """Voltage right-hand side (mV/ms) with a given stimulus density `s`."""
+def state_rhs(term: MembraneTerm, y: State, s, kin=None, dv=None) -> State:
+    """Full right-hand side at `y` with stimulus density `s` held fixed; `kin`
+    (kinetics at `y.v`) and `dv` (voltage right-hand side) if already known."""
     m = term.model
-    return (1000 / m.capacitance) * (s - m.ionic_current(v, gates) + m.axial_density(v))
-
-
-def state_rhs(term: MembraneTerm, y: State, s) -> State:
-    """Full right-hand side at `y` with stimulus density `s` held fixed."""
-    kin = term.model.gate_kinetics(y.v)
-    return State(v=dvdt(term, y.v, y.gates, s), gates=gate_rhs(kin, y.gates))
+    if kin is None:
+        kin = kinetics(m, y.v)
+    if dv is None:
+        dv = (1000 / m.capacitance) * (
+            s - m.ionic_current(y.v, y.gates, y.synapses) + m.axial_density(y.v)
+        )
+    return State(
+        v=dv,
+        gates=relaxation_rhs(kin[0], y.gates),
+        synapses=relaxation_rhs(kin[1], y.synapses),
+    )
 
 
 def trapezoid_defect(f0: State, f1: State, dt) -> State:

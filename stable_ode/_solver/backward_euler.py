@@ -7,7 +7,7 @@ from diffrax._local_interpolation import LocalLinearInterpolation
 
 from .._model import State
 from .._term import membrane_term, MembraneTerm
-from ._staggered import gate_rhs, gate_step, state_rhs, trapezoid_defect, voltage_step
+from ._staggered import kinetics, relax, state_rhs, trapezoid_defect, voltage_step
 
 
 class BackwardEuler(dfx.AbstractAdaptiveSolver):
@@ -56,12 +56,9 @@ class BackwardEuler(dfx.AbstractAdaptiveSolver):
         model = term.model
         dt = t1 - t0
         s = model.stimulus_density(0.5 * (t0 + t1))
-        v1, dv0 = voltage_step(
-            term, y0.v, y0.gates, dt, s, 1.0, self.linear_solver
-        )
-        kin1 = model.gate_kinetics(v1)
-        y1 = State(v=v1, gates=gate_step(kin1, y0.gates, dt))
-        f0 = State(v=dv0, gates=gate_rhs(model.gate_kinetics(y0.v), y0.gates))
+        v1, dv0 = voltage_step(term, y0, dt, s, 1.0, self.linear_solver)
+        y1 = relax(kinetics(model, v1), y0, dt, v1)
+        f0 = state_rhs(term, y0, s, dv=dv0)
         y_error = trapezoid_defect(f0, state_rhs(term, y1, s), dt)
         dense_info = dict(y0=y0, y1=y1)
         return y1, y_error, dense_info, solver_state, dfx.RESULTS.successful

@@ -9,7 +9,7 @@ from diffrax._local_interpolation import ThirdOrderHermitePolynomialInterpolatio
 
 from .._model import State
 from .._term import membrane_term, MembraneTerm
-from ._staggered import gate_rhs, gate_step, near_edge, state_rhs, voltage_step
+from ._staggered import kinetics, near_edge, relax, state_rhs, voltage_step
 
 
 _tmap = jax.tree_util.tree_map
@@ -74,14 +74,14 @@ class CrankNicolson(dfx.AbstractAdaptiveSolver):
             | (jnp.abs(t0 - solver_state) < 0.01 * dt)
         )
         theta = jnp.where(startup, 1.0, 0.5).astype(y0.v.dtype)
-        kin0 = model.gate_kinetics(y0.v)
-        half = gate_step(kin0, y0.gates, 0.5 * dt)
-        v1, _ = voltage_step(term, y0.v, half, dt, s, theta, self.linear_solver)
-        kin1 = model.gate_kinetics(v1)
-        y1 = State(v=v1, gates=gate_step(kin1, half, 0.5 * dt))
+        kin0 = kinetics(model, y0.v)
+        half = relax(kin0, y0, 0.5 * dt, y0.v)
+        v1, _ = voltage_step(term, half, dt, s, theta, self.linear_solver)
+        kin1 = kinetics(model, v1)
+        y1 = relax(kin1, half, 0.5 * dt, v1)
 
-        f0 = State(v=state_rhs(term, y0, s).v, gates=gate_rhs(kin0, y0.gates))
-        f1 = state_rhs(term, y1, s)
+        f0 = state_rhs(term, y0, s, kin=kin0)
+        f1 = state_rhs(term, y1, s, kin=kin1)
         y_mid = _tmap(
             lambda a, b, fa, fb: 0.5 * (a + b) + dt / 8 * (fa - fb), y0, y1, f0, f1
         )

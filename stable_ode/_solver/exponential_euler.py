@@ -7,7 +7,7 @@ from diffrax._local_interpolation import LocalLinearInterpolation
 from .._math import exprel
 from .._model import State
 from .._term import membrane_term, MembraneTerm
-from ._staggered import dvdt, gate_rhs, gate_step, state_rhs, trapezoid_defect
+from ._staggered import kinetics, relax, state_rhs, trapezoid_defect
 
 
 class ExponentialEuler(dfx.AbstractAdaptiveSolver):
@@ -52,15 +52,14 @@ class ExponentialEuler(dfx.AbstractAdaptiveSolver):
         model = term.model
         dt = t1 - t0
         s = model.stimulus_density(0.5 * (t0 + t1))
-        _, g = term.linearised_current(y0.v, y0.gates)
+        i0, g = term.linearised_current(y0.v, y0.gates, y0.synapses)
         jac = -(1000 / model.capacitance) * (
             g + model.coupling.self_conductance() / model.area
         )
-        dv0 = dvdt(term, y0.v, y0.gates, s)
+        dv0 = (1000 / model.capacitance) * (s - i0 + model.axial_density(y0.v))
         v1 = y0.v + dt * exprel(jac * dt) * dv0
-        kin1 = model.gate_kinetics(v1)
-        y1 = State(v=v1, gates=gate_step(kin1, y0.gates, dt))
-        f0 = State(v=dv0, gates=gate_rhs(model.gate_kinetics(y0.v), y0.gates))
+        y1 = relax(kinetics(model, v1), y0, dt, v1)
+        f0 = state_rhs(term, y0, s, dv=dv0)
         y_error = trapezoid_defect(f0, state_rhs(term, y1, s), dt)
         dense_info = dict(y0=y0, y1=y1)
         return y1, y_error, dense_info, solver_state, dfx.RESULTS.successful

@@ -8,3 +8,8 @@ from ._base import (
 )
 from .hh import HH as HH, hh_rates as hh_rates
 from .passive import Passive as Passive
+from .synapses import (
+    AbstractSynapse as AbstractSynapse,
+    GapJunction as GapJunction,
+    IonotropicSynapse as IonotropicSynapse,
+)

@@ -11,6 +11,7 @@ import abc
 import equinox as eqx
 import jax.numpy as jnp
 import lineax as lx
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 
@@ -119,3 +120,53 @@ class NoCoupling(AbstractCoupling):
 
     def default_solver(self):
         return lx.Diagonal()
+
+
+class DenseCoupling(AbstractCoupling):
+    """Any compartment graph, as a dense Laplacian (S), solved by LU.
+
+    Used only when gap junctions close a cycle, which neither the tridiagonal nor
+    the tree solve can represent; costs O(n²) memory and O(n³) per step, so it
+    suits small networks. Junction nodes are eliminated exactly (star–mesh).
+    """
+
+    laplacian: Float[Array, "ncomp ncomp"]
+
+    def current(self, v):
+        return self.laplacian @ v
+
+    def self_conductance(self):
+        return -jnp.diagonal(self.laplacian)
+
+    def operator(self, d, theta):
+        return lx.MatrixLinearOperator(jnp.diag(d) - theta * self.laplacian)
+
+    def to_operator_order(self, x):
+        return x
+
+    def from_operator_order(self, x):
+        return x
+
+    def default_solver(self):
+        return lx.LU()
+
+
+def dense_coupling(n: int, edges, junctions, dtype) -> DenseCoupling:
+    """`DenseCoupling` of compartments joined by `edges` `(i, j, g)` and
+    membrane-less `junctions` (lists of `(i, g)`), conductances in S."""
+    lap = np.zeros((n, n))
+
+    def add(i, j, g):
+        lap[i, j] += g
+        lap[j, i] += g
+        lap[i, i] -= g
+        lap[j, j] -= g
+
+    for i, j, g in edges:
+        add(i, j, g)
+    for members in junctions:
+        total = sum(g for _, g in members)
+        for a, (i, gi) in enumerate(members):
+            for j, gj in members[a + 1 :]:
+                add(i, j, gi * gj / total)
+    return DenseCoupling(laplacian=jnp.asarray(lap, dtype))

@@ -1,0 +1,126 @@
+"""Networks: groups of synapses between compartments of any cells.
+
+`Connections(synapse, pre, post)` describes many synapses of one kind at once
+(parameters scalar or one per synapse); `build` turns them into vectorised
+`SynapseGroup`s (chemical) or extra edges of the conductance Laplacian (gap
+junctions), so the per-step cost has no Python loop over synapses or cells.
+"""
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Int
+
+from ._stimulus import Site
+from .mechanisms.synapses import AbstractSynapse, GapJunction
+
+
+class Connections(eqx.Module):
+    """Synapses of one kind from `pre[k]` to `post[k]`, k = 0..n-1.
+
+    **Arguments:**
+
+    - `synapse`: an `AbstractSynapse` (e.g. `IonotropicSynapse(gmax=...)`) or a
+      `GapJunction`; each floating field is a scalar (shared) or an array of
+      shape `(n,)` (one value per synapse).
+    - `pre`, `post`: `Site`s, or integer arrays of compartment indices (as
+      `model.index(...)` returns; the fast path for large networks).
+    - `name`: optional label of the group (default: the synapse class name).
+    """
+
+    synapse: AbstractSynapse | GapJunction
+    pre: Sequence[Site] | np.ndarray
+    post: Sequence[Site] | np.ndarray
+    name: str | None = None
+
+    def __check_init__(self):
+        if not isinstance(self.synapse, (AbstractSynapse, GapJunction)):
+            raise TypeError(
+                f"Connections.synapse must be an AbstractSynapse or GapJunction, "
+                f"got {self.synapse!r}"
+            )
+        if len(self.pre) != len(self.post):
+            raise ValueError(
+                f"Connections: {len(self.pre)} presynaptic sites but "
+                f"{len(self.post)} postsynaptic sites"
+            )
+
+
+class SynapseGroup(eqx.Module):
+    """Chemical synapses of one kind, vectorised: `synapse`'s fields have shape
+    `(n,)`; `pre`/`post` are compartment indices."""
+
+    synapse: AbstractSynapse
+    pre: Int[Array, " n"]
+    post: Int[Array, " n"]
+    name: str = eqx.field(static=True)
+
+
+def _indices(sites, index_of, ncomp: int, what: str) -> np.ndarray:
+    if isinstance(sites, (np.ndarray, jax.Array)):
+        idx = np.asarray(sites)
+        if not np.issubdtype(idx.dtype, np.integer):
+            raise ValueError(f"{what}: compartment indices must be integers")
+        if idx.size and (idx.min() < 0 or idx.max() >= ncomp):
+            raise ValueError(f"{what}: compartment index out of range [0, {ncomp})")
+        return idx.astype(np.int32)
+    return np.asarray([index_of(s) for s in sites], np.int32)
+
+
+def cast_params(module, n: int, dtype, where: str, what: str, *, to_jax: bool = True):
+    """Each floating field of `module` as an array of shape `(n,)` and `dtype`
+    (NumPy arrays if `to_jax=False`, for cheap concatenation while building)."""
+    np_dtype = np.dtype(dtype)
+
+    def cast(x):
+        if isinstance(x, bool) or not isinstance(
+            x, (int, float, np.ndarray, jax.Array)
+        ):
+            return x
+        a = np.asarray(x, dtype=np_dtype)
+        if a.ndim == 0:
+            a = np.full((n,), a, np_dtype)
+        elif a.shape != (n,):
+            raise ValueError(
+                f"{where}: parameter array of shape {a.shape} does not match the "
+                f"{n} {what} it applies to"
+            )
+        return jnp.asarray(a) if to_jax else a
+
+    return jax.tree_util.tree_map(cast, module)
+
+
+def build_connections(connections: Sequence[Connections], index_of, ncomp: int, dtype):
+    """`(synapse_groups, gap_edges)` with gap edges `(i, j, g in S)`."""
+    groups: list[SynapseGroup] = []
+    gap_edges: list[tuple[int, int, float]] = []
+    for k, c in enumerate(connections):
+        name = c.name or type(c.synapse).__name__
+        where = f"connections[{k}] ({name})"
+        pre = _indices(c.pre, index_of, ncomp, where + ".pre")
+        post = _indices(c.post, index_of, ncomp, where + ".post")
+        n = pre.shape[0]
+        if isinstance(c.synapse, GapJunction):
+            g = np.broadcast_to(np.asarray(c.synapse.g, dtype=float), (n,))
+            if np.any(g < 0):
+                raise ValueError(f"{where}: gap junction conductance must be >= 0 µS")
+            if np.any(pre == post):
+                raise ValueError(
+                    f"{where}: a gap junction joins a compartment to itself"
+                )
+            gap_edges.extend(zip(pre.tolist(), post.tolist(), (1e-6 * g).tolist()))
+            continue
+        if n == 0:
+            continue
+        groups.append(
+            SynapseGroup(
+                synapse=cast_params(c.synapse, n, dtype, where, "synapses"),
+                pre=jnp.asarray(pre),
+                post=jnp.asarray(post),
+                name=name,
+            )
+        )
+    return tuple(groups), gap_edges
