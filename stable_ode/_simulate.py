@@ -110,7 +110,7 @@ def _raise_if_failed(x, result: RESULTS, t_fail):
     in the host callback. Works under `jit` and `vmap` (raises if any batch member
     failed); transparent to autodiff."""
 
-    def check(code, t):
+    def check(x, code, t):
         code, t = np.asarray(code), np.asarray(t)
         bad = code != 0
         if np.any(bad):
@@ -122,25 +122,21 @@ def _raise_if_failed(x, result: RESULTS, t_fail):
                 f"stable_ode.simulate stopped at t = {float(where):.9g} ms{batch}: "
                 f"{msg}"
             )
-        return code
+        return x
 
     @jax.custom_jvp
     def checked(x, code, t):
-        code = jax.pure_callback(
-            check,
-            jax.ShapeDtypeStruct(jnp.shape(code), jnp.int32),
-            code,
-            t,
-            vmap_method="expand_dims",
-        )
-        return jax.tree_util.tree_map(
-            lambda a: (
-                a + jnp.zeros((), a.dtype) * code.sum().astype(a.dtype)
-                if jnp.issubdtype(a.dtype, jnp.inexact)
-                else a
-            ),
-            x,
-        )
+        # The callback only runs when the solve failed (under `vmap` the `cond`
+        # becomes a select and it always runs, raising only for a failed member).
+        def fail():
+            struct = jax.tree_util.tree_map(
+                lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), x
+            )
+            return jax.pure_callback(
+                check, struct, x, code, t, vmap_method="broadcast_all"
+            )
+
+        return jax.lax.cond(code != 0, fail, lambda: x)
 
     @checked.defjvp
     def _(primals, tangents):
