@@ -20,7 +20,7 @@ class RESULTS(dfx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     )
     nonfinite_dt_min = (
         "A step produced a non-finite (NaN or ±inf) state or error estimate, and "
-        "shrinking it further would take the step below `dtmin` (or within 128 ulp of `t`: no "
-        "real progress). The solve stopped at the start of that "
-        "step; the solution up to there is kept."
+        "shrinking it further would take the step below `dtmin` (or within 128 ulp "
+        "of `t`: no real progress). The solve stopped at the start of that step; "
+        "the solution up to there is kept."
     )

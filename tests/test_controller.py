@@ -41,7 +41,10 @@ def vf_time(t, y, args):
     return jnp.where(t > t_bad, jnp.nan, -lam * y)
 
 
-def _solve(vf, controller, solver=dfx.Tsit5(), lam=LAM, t_bad=jnp.inf, max_steps=400):
+TSIT5 = dfx.Tsit5()
+
+
+def _solve(vf, controller, solver=TSIT5, lam=LAM, t_bad=jnp.inf, max_steps=400):
     args = (jnp.asarray(lam), jnp.asarray(t_bad))
     return dfx.diffeqsolve(
         dfx.ODETerm(vf),
