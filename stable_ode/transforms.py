@@ -127,14 +127,17 @@ class Bounded(AbstractTransform):
     def __check_init__(self):
         if not (np.all(np.asarray(self.lower) < np.asarray(self.upper))):
             raise ValueError(
-                f"Bounded needs lower < upper, got lower={self.lower}, upper={self.upper}"
+                "Bounded needs lower < upper, got "
+                f"lower={self.lower}, upper={self.upper}"
             )
         if not np.all(np.asarray(self.scale) > 0):
             raise ValueError(f"Bounded needs scale > 0, got {self.scale}")
 
     def forward(self, x):
         x = _as_float(x)
-        lo, hi, sc = (jnp.asarray(a, x.dtype) for a in (self.lower, self.upper, self.scale))
+        lo, hi, sc = (
+            jnp.asarray(a, x.dtype) for a in (self.lower, self.upper, self.scale)
+        )
         z = x / sc
         p, q = _algebraic_sigmoid(z)
         # Measured from the nearer bound: lower <= y <= upper exactly.
@@ -142,7 +145,9 @@ class Bounded(AbstractTransform):
 
     def inverse(self, y):
         y = _as_float(y)
-        lo, hi, sc = (jnp.asarray(a, y.dtype) for a in (self.lower, self.upper, self.scale))
+        lo, hi, sc = (
+            jnp.asarray(a, y.dtype) for a in (self.lower, self.upper, self.scale)
+        )
         eps = jnp.asarray(jnp.finfo(y.dtype).eps, y.dtype)
         width = hi - lo
         p = jnp.clip((y - lo) / width, eps, 1 - eps)

@@ -83,7 +83,9 @@ def test_safe_exp(dtype):
     tiny = float(np.finfo(dtype).tiny)
     ref = np.exp(below.astype(np.float64))
     np.testing.assert_allclose(v, ref, rtol=4 * VALUE_RTOL[dtype], atol=tiny)
-    np.testing.assert_allclose(g, ref, rtol=4 * VALUE_RTOL[dtype], atol=tiny)  # d exp = exp
+    np.testing.assert_allclose(
+        g, ref, rtol=4 * VALUE_RTOL[dtype], atol=tiny
+    )  # d exp = exp
     fmax = float(np.finfo(dtype).max)
     above = np.asarray([b * 1.001, b + 1, 2 * b, 1e4, 1e30, fmax], dtype)
     v, g = jax.vmap(jax.value_and_grad(so.safe_exp))(jnp.asarray(above))
@@ -93,7 +95,12 @@ def test_safe_exp(dtype):
     # C¹ at the bound.
     eb = np.exp(np.float64(np.asarray(b, dtype)))
     lo, hi = jax.vmap(jax.value_and_grad(so.safe_exp))(
-        jnp.asarray([np.nextafter(np.asarray(b, dtype), -np.inf), np.nextafter(np.asarray(b, dtype), np.inf)])
+        jnp.asarray(
+            [
+                np.nextafter(np.asarray(b, dtype), -np.inf),
+                np.nextafter(np.asarray(b, dtype), np.inf),
+            ]
+        )
     )
     np.testing.assert_allclose(lo, eb, rtol=1e-5)
     np.testing.assert_allclose(hi, eb, rtol=1e-5)
@@ -105,7 +112,7 @@ def test_x_over_expm1_values_and_gradients(dtype):
     xs = _probe_points(t, dtype)
     v, g = jax.vmap(jax.value_and_grad(so.x_over_expm1))(jnp.asarray(xs))
     assert v.dtype == dtype and g.dtype == dtype
-    for x, vi, gi in zip(xs, np.asarray(v), np.asarray(g)):
+    for x, vi, gi in zip(xs, np.asarray(v), np.asarray(g), strict=True):
         rv, rg = _f_ref(float(x)), _df_ref(float(x))
         tiny = float(np.finfo(dtype).tiny)
         assert _close(vi, rv, VALUE_RTOL[dtype], tiny), (x, vi, rv)
@@ -121,7 +128,7 @@ def test_exprel_values_and_gradients(dtype):
     xs = xs[xs < b]  # above the bound exprel follows safe_exp's continuation
     v, g = jax.vmap(jax.value_and_grad(so.exprel))(jnp.asarray(xs))
     assert v.dtype == dtype
-    for x, vi, gi in zip(xs, np.asarray(v), np.asarray(g)):
+    for x, vi, gi in zip(xs, np.asarray(v), np.asarray(g), strict=True):
         rv, rg = _g_ref(float(x)), _dg_ref(float(x))
         tiny = float(np.finfo(dtype).tiny)
         assert _close(vi, rv, VALUE_RTOL[dtype], tiny), (x, vi, rv)
@@ -134,10 +141,15 @@ def test_exprel_values_and_gradients(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_series_switch_is_continuous(dtype):
     """No visible step in value or slope where the series takes over."""
-    for fn, t in ((so.x_over_expm1, x_over_expm1_threshold(dtype)), (so.exprel, exprel_threshold(dtype))):
+    for fn, t in (
+        (so.x_over_expm1, x_over_expm1_threshold(dtype)),
+        (so.exprel, exprel_threshold(dtype)),
+    ):
         for sign in (1.0, -1.0):
             edge = np.asarray(sign * t, dtype)
-            xs = jnp.asarray([np.nextafter(edge, 0), edge, np.nextafter(edge, 2 * edge)], dtype)
+            xs = jnp.asarray(
+                [np.nextafter(edge, 0), edge, np.nextafter(edge, 2 * edge)], dtype
+            )
             v, g = jax.vmap(jax.value_and_grad(fn))(xs)
             eps = float(np.finfo(dtype).eps)
             assert float(jnp.max(v) - jnp.min(v)) <= 4 * eps
@@ -150,7 +162,7 @@ def test_vtrap(dtype):
         xs = jnp.asarray([0.0, 1e-7, -1e-7, 2.0, -2.0, 500.0, -500.0], dtype)
         v, g = jax.vmap(jax.value_and_grad(lambda x, y=y: so.vtrap(x, y)))(xs)
         assert v.dtype == dtype
-        for x, vi, gi in zip(np.asarray(xs), np.asarray(v), np.asarray(g)):
+        for x, vi, gi in zip(np.asarray(xs), np.asarray(v), np.asarray(g), strict=True):
             u = float(x) / y
             assert _close(vi, y * _f_ref(u), VALUE_RTOL[dtype], 1e-30)
             assert _close(gi, _df_ref(u), GRAD_RTOL[dtype], 1e-30)
@@ -184,7 +196,9 @@ def test_alpha_beta_gate_with_underflowing_rates(dtype):
         assert np.isfinite(v) and np.isfinite(g)
         if a > 0:
             assert float(v) == pytest.approx(0.25, rel=1e-6)
-            assert abs(float(g)) <= 1e-6 * 0.25 / float(a)  # exactly 0 in exact arithmetic
+            assert abs(float(g)) <= 1e-6 * 0.25 / float(
+                a
+            )  # exactly 0 in exact arithmetic
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -264,7 +278,9 @@ def test_hh_rates_continuous_and_differentiable_at_singularity(dtype, v0):
         [(ref_p[k][3] - ref_m[k][3]) / (2 * h) for k in "mhn"]
         + [(ref_p[k][2] - ref_m[k][2]) / (2 * h) for k in "mhn"]
     )
-    np.testing.assert_allclose(kin, fd, rtol=2e-4 if dtype == jnp.float32 else 1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        kin, fd, rtol=2e-4 if dtype == jnp.float32 else 1e-6, atol=1e-7
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

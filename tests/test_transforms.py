@@ -11,7 +11,13 @@ from stable_ode import transforms as tf
 
 
 DTYPES = (jnp.float32, jnp.float64)
-TRANSFORMS = (tf.Bounded(-1.0, 1.0), tf.Bounded(0.0, 0.5, scale=2.0), tf.Positive(), tf.Positive(scale=1e-3), tf.Positive(lower=-70.0, scale=10.0))
+TRANSFORMS = (
+    tf.Bounded(-1.0, 1.0),
+    tf.Bounded(0.0, 0.5, scale=2.0),
+    tf.Positive(),
+    tf.Positive(scale=1e-3),
+    tf.Positive(lower=-70.0, scale=10.0),
+)
 
 
 def _grad(t, x):
@@ -64,7 +70,9 @@ def test_inverse_of_bounds_finite(dtype):
     assert np.all(np.isfinite(xb)) and np.all(np.isfinite(xp))
     # ... and land where the gradient is still non-zero.
     assert np.all(_grad(b, xb) > 0) and np.all(_grad(p, xp) > 0)
-    np.testing.assert_allclose(b.forward(xb), [-1.0, 1.0, -1.0, 1.0], atol=4 * float(np.finfo(dtype).eps))
+    np.testing.assert_allclose(
+        b.forward(xb), [-1.0, 1.0, -1.0, 1.0], atol=4 * float(np.finfo(dtype).eps)
+    )
     gi = jax.vmap(jax.grad(b.inverse))(ys)
     assert not np.any(np.isnan(gi))
 
@@ -76,7 +84,9 @@ def test_round_trip(t, dtype):
     # x -> y -> x is well conditioned only away from saturation (y keeps the
     # information); y -> x -> y everywhere.
     x = jnp.asarray(np.linspace(-5, 5, 41), dtype) * jnp.asarray(t.scale, dtype)
-    np.testing.assert_allclose(t.inverse(t.forward(x)), x, rtol=rtol, atol=rtol * t.scale)
+    np.testing.assert_allclose(
+        t.inverse(t.forward(x)), x, rtol=rtol, atol=rtol * t.scale
+    )
     x = jnp.asarray(np.linspace(-20, 20, 41), dtype) * jnp.asarray(t.scale, dtype)
     y = t.forward(x)
     np.testing.assert_allclose(t.forward(t.inverse(y)), y, rtol=rtol)
@@ -88,7 +98,10 @@ def test_gradient_matches_finite_differences(t):
     x = np.asarray([-300.0, -7.0, -0.3, 0.0, 0.4, 5.0, 250.0]) * t.scale
     g = _grad(t, jnp.asarray(x))
     h = 1e-6 * np.maximum(1.0, np.abs(x))
-    fd = (np.asarray(t.forward(jnp.asarray(x + h))) - np.asarray(t.forward(jnp.asarray(x - h)))) / (2 * h)
+    fd = (
+        np.asarray(t.forward(jnp.asarray(x + h)))
+        - np.asarray(t.forward(jnp.asarray(x - h)))
+    ) / (2 * h)
     np.testing.assert_allclose(g, fd, rtol=1e-5)
     # Near 0 the transforms behave like sigmoid / softplus: slope range/2 resp. 1/2.
     if isinstance(t, tf.Bounded):
@@ -98,26 +111,44 @@ def test_gradient_matches_finite_differences(t):
 
 
 def test_pytrees():
-    params = {"hh": {"gnabar": jnp.asarray([0.12, 0.2]), "gl": jnp.asarray(3e-4)}, "v": -65.0}
-    transforms = {"hh": {"gnabar": tf.Bounded(0.0, 0.5), "gl": tf.Positive(scale=1e-3)}, "v": None}
+    params = {
+        "hh": {"gnabar": jnp.asarray([0.12, 0.2]), "gl": jnp.asarray(3e-4)},
+        "v": -65.0,
+    }
+    transforms = {
+        "hh": {"gnabar": tf.Bounded(0.0, 0.5), "gl": tf.Positive(scale=1e-3)},
+        "v": None,
+    }
     x = tf.inverse(transforms, params)
     assert jax.tree_util.tree_structure(x) == jax.tree_util.tree_structure(params)
     assert float(x["v"]) == -65.0
     y = tf.forward(transforms, x)
-    for a, b in zip(jax.tree_util.tree_leaves(y), jax.tree_util.tree_leaves(params)):
+    leaves = jax.tree_util.tree_leaves
+    for a, b in zip(leaves(y), leaves(params), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
     # A transform at an inner node applies to every leaf below it.
-    pos = tf.forward({"hh": tf.Positive(), "v": None}, {"hh": {"a": -1e4, "b": 3.0}, "v": -1.0})
+    pos = tf.forward(
+        {"hh": tf.Positive(), "v": None}, {"hh": {"a": -1e4, "b": 3.0}, "v": -1.0}
+    )
     assert float(pos["hh"]["a"]) > 0 and float(pos["v"]) == -1.0
     # A single transform for the whole tree; the bundled ParamTransform.
     pt = tf.ParamTransform(tf.Positive())
     tree = pt.forward([jnp.float32(-50.0), {"k": jnp.float32(2.0)}])
     assert tree[0].dtype == jnp.float32 and float(tree[0]) > 0
     # Gradients through a PyTree of transforms are finite at saturation.
-    g = jax.grad(lambda x: sum(jnp.sum(v) for v in jax.tree_util.tree_leaves(tf.forward(transforms, x))))(
-        {"hh": {"gnabar": jnp.asarray([-1e4, 1e4]), "gl": jnp.asarray(-1e4)}, "v": jnp.asarray(0.0)}
+    g = jax.grad(
+        lambda x: sum(
+            jnp.sum(v) for v in jax.tree_util.tree_leaves(tf.forward(transforms, x))
+        )
+    )(
+        {
+            "hh": {"gnabar": jnp.asarray([-1e4, 1e4]), "gl": jnp.asarray(-1e4)},
+            "v": jnp.asarray(0.0),
+        }
     )
-    assert all(np.all(np.isfinite(v)) and np.all(v > 0) for v in jax.tree_util.tree_leaves(g))
+    assert all(
+        np.all(np.isfinite(v)) and np.all(v > 0) for v in jax.tree_util.tree_leaves(g)
+    )
 
 
 def test_structure_mismatch_and_bad_bounds_are_clear():
@@ -151,7 +182,9 @@ def test_sgd_step_from_saturated_start_moves(x0):
 
 
 @pytest.mark.parametrize("x0", [-100.0, -1e4, "lower bound"])
-@pytest.mark.parametrize("t", [tf.Bounded(-1.0, 1.0), tf.Positive()], ids=["bounded", "positive"])
+@pytest.mark.parametrize(
+    "t", [tf.Bounded(-1.0, 1.0), tf.Positive()], ids=["bounded", "positive"]
+)
 def test_adam_steps_from_deep_saturation_move(t, x0):
     target = jnp.float32(0.5)
     x = t.inverse(jnp.float32(t.lower)) if x0 == "lower bound" else jnp.float32(x0)

@@ -99,9 +99,10 @@ class Diagnosis:
             lines.append(f"  state:     {self.state}{where}{val}")
         if self.parameter is not None:
             lines.append(f"  parameter: {self.parameter}")
-        lines.append(f"  produced by: {self.stage}" + (
-            f" ({self.function})" if self.function else ""
-        ))
+        lines.append(
+            f"  produced by: {self.stage}"
+            + (f" ({self.function})" if self.function else "")
+        )
         if self.mechanism:
             lines.append(f"  mechanism: {self.mechanism}")
         if self.culprit_location and self.culprit_location != self.location:
@@ -132,17 +133,21 @@ def _bad_jnp(tree, threshold) -> jax.Array:
     if not leaves:
         return jnp.asarray(False)
     return jnp.any(
-        jnp.stack([jnp.any(~jnp.isfinite(x) | (jnp.abs(x) > threshold)) for x in leaves])
+        jnp.stack(
+            [jnp.any(~jnp.isfinite(x) | (jnp.abs(x) > threshold)) for x in leaves]
+        )
     )
 
 
 def _state_entries(model: MembraneModel, y: State):
     """`(label, compartment indices, values, mechanism name)` of every state."""
     out = [("v", np.arange(model.n_compartments), np.asarray(y.v), None)]
-    for group, gates in zip(model.mechanisms, y.gates):
+    for group, gates in zip(model.mechanisms, y.gates, strict=True):
         name = _mech_name(group.mechanism)
         for gate, val in gates.items():
-            out.append((f"{name}.{gate}", np.asarray(group.index), np.asarray(val), name))
+            out.append(
+                (f"{name}.{gate}", np.asarray(group.index), np.asarray(val), name)
+            )
     return out
 
 
@@ -153,10 +158,16 @@ def _mech_name(mech) -> str:
 
 
 def _first_bad_state(model, y, threshold):
+    """The first bad state (voltage before gates); within it the first
+    non-finite compartment, else the one furthest above the threshold."""
     for label, idx, val, mech in _state_entries(model, y):
         bad = _bad_np(val, threshold)
         if np.any(bad):
-            j = int(np.argmax(bad))
+            nonfinite = ~np.isfinite(val)
+            if np.any(nonfinite):
+                j = int(np.argmax(nonfinite))
+            else:
+                j = int(np.argmax(np.where(bad, np.abs(val), -np.inf)))
             return label, int(idx[j]), float(val[j]), mech
     return None
 
@@ -174,18 +185,24 @@ def _params_at(mech, j: int, n: int) -> dict[str, float]:
 def _probed(model: MembraneModel, solver, record):
     groups = tuple(
         dataclasses.replace(
-            group, mechanism=ProbedMechanism(inner=group.mechanism, group=i, record=record)
+            group,
+            mechanism=ProbedMechanism(inner=group.mechanism, group=i, record=record),
         )
         for i, group in enumerate(model.mechanisms)
     )
     pmodel = dataclasses.replace(model, mechanisms=groups)
     psolver = solver
-    names = {f.name for f in dataclasses.fields(solver)} if dataclasses.is_dataclass(solver) else set()
+    names = (
+        {f.name for f in dataclasses.fields(solver)}
+        if dataclasses.is_dataclass(solver)
+        else set()
+    )
     if "linear_solver" in names:
         psolver = dataclasses.replace(
             solver,
             linear_solver=ProbedLinearSolver(
-                inner=solver.linear_solver or model.coupling.default_solver(), record=record
+                inner=solver.linear_solver or model.coupling.default_solver(),
+                record=record,
             ),
         )
     return pmodel, psolver
@@ -244,7 +261,9 @@ def _check_parameters(model: MembraneModel) -> Diagnosis | None:
 def _name_leaf(model: MembraneModel, path, j: int) -> tuple[str, int | None]:
     """A readable name for the model leaf at `path`, element `j`, and its
     compartment (where the leaf is per-compartment)."""
-    keys = [getattr(k, "name", getattr(k, "idx", getattr(k, "key", None))) for k in path]
+    keys = [
+        getattr(k, "name", getattr(k, "idx", getattr(k, "key", None))) for k in path
+    ]
     if len(keys) >= 4 and keys[0] == "mechanisms" and keys[2] == "mechanism":
         group = model.mechanisms[keys[1]]
         comp = int(np.asarray(group.index)[j])
@@ -273,10 +292,16 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
             bad = _bad_np(outs["solution"], np.inf) & ~bad_in
             if np.any(bad):
                 # Back from the operator's ordering to compartments.
-                back = lambda x: np.asarray(model.coupling.from_operator_order(jnp.asarray(x)))  # noqa: E731
+                back = lambda x: np.asarray(
+                    model.coupling.from_operator_order(jnp.asarray(x))
+                )  # noqa: E731
                 sol = back(outs["solution"])
                 comp = int(np.argmax(_bad_np(sol, np.inf)))
-                inputs = {f"{k} [{u}]": float(back(ins[k])[comp]) for k, u in (("diagonal", "S"), ("rhs", "mA")) if k in ins}
+                inputs = {
+                    f"{k} [{u}]": float(back(ins[k])[comp])
+                    for k, u in (("diagonal", "S"), ("rhs", "mA"))
+                    if k in ins
+                }
                 return Diagnosis(
                     found=True,
                     stage="linear solve",
@@ -301,7 +326,11 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
             v = jnp.asarray(ins["v"])
             states = {k: jnp.asarray(x) for k, x in ins.items() if k != "v"}
             _, di = jax.jvp(
-                lambda u: mech.current(u, states, model.celsius), (v,), (jnp.ones_like(v),)
+                lambda u, mech=mech, states=states: mech.current(
+                    u, states, model.celsius
+                ),
+                (v,),
+                (jnp.ones_like(v),),
             )
             bad = _bad_np(di, np.inf) & ~bad_in
             if np.any(bad):
@@ -373,7 +402,7 @@ def _explain_step(model, solver, ts, k, y, ss, threshold, kind) -> Diagnosis:
         return dataclasses.replace(culprit, **base)
     # No function produced a non-finite value: the state update did.
     inputs = {"dt [ms]": float(t1 - t0), "v0 [mV]": float(y.v[comp])}
-    for group, gates in zip(model.mechanisms, y.gates):
+    for group, gates in zip(model.mechanisms, y.gates, strict=True):
         where = np.nonzero(np.asarray(group.index) == comp)[0]
         if where.size:
             j = int(where[0])
@@ -401,16 +430,25 @@ def _explain_initial(model, y0, threshold, kind) -> Diagnosis:
     jax.effects_barrier()
     label, comp, value, mech = _first_bad_state(model, y0, threshold)
     base = dict(
-        found=True, kind=kind, step=-1, state=label, compartment=comp,
-        location=model.layout.describe(comp), value=value,
+        found=True,
+        kind=kind,
+        step=-1,
+        state=label,
+        compartment=comp,
+        location=model.layout.describe(comp),
+        value=value,
     )
     culprit = _culprit_from_records(pmodel, rec.records, threshold)
     if culprit is not None:
         culprit = dataclasses.replace(culprit, **base)
         culprit.notes.append("steady-state gate values at v_init (init_states)")
         return culprit
-    return Diagnosis(**base, stage="initial state", mechanism=mech,
-                     inputs={"v_init [mV]": float(model.v_init[comp])})
+    return Diagnosis(
+        **base,
+        stage="initial state",
+        mechanism=mech,
+        inputs={"v_init [mV]": float(model.v_init[comp])},
+    )
 
 
 # ----------------------------------------------------------- backward pass
@@ -454,17 +492,28 @@ def _backward(model, solver, ts, y0_given, loss, n) -> Diagnosis:
 
     ct_ys = jax.grad(loss_of)(ys)
     take = lambda tree, k: jax.tree_util.tree_map(lambda a: a[k], tree)  # noqa: E731
-    bad_loss = [bool(np.any(_bad_np(x, np.inf))) for x in jax.tree_util.tree_leaves(ct_ys)]
+    bad_loss = [
+        bool(np.any(_bad_np(x, np.inf))) for x in jax.tree_util.tree_leaves(ct_ys)
+    ]
     if any(bad_loss):
         v = np.asarray(ct_ys.v)
         bad = _bad_np(v, np.inf)
         k, c = (int(a[0]) for a in np.nonzero(bad)) if np.any(bad) else (0, 0)
         return Diagnosis(
-            found=True, direction="backward", kind="non-finite", step=k,
-            t0=float(ts[k]), t1=float(ts[k]), state="d loss/d v",
-            compartment=c, location=model.layout.describe(c),
-            value=float(v[k, c]), stage="loss", function="the loss function",
-            inputs={"v [mV]": float(ys.v[k, c])}, n_steps=n,
+            found=True,
+            direction="backward",
+            kind="non-finite",
+            step=k,
+            t0=float(ts[k]),
+            t1=float(ts[k]),
+            state="d loss/d v",
+            compartment=c,
+            location=model.layout.describe(c),
+            value=float(v[k, c]),
+            stage="loss",
+            function="the loss function",
+            inputs={"v [mV]": float(ys.v[k, c])},
+            n_steps=n,
         )
 
     @jax.jit
@@ -475,8 +524,12 @@ def _backward(model, solver, ts, y0_given, loss, n) -> Diagnosis:
             # Once a cotangent is bad, stop feeding it on (lineax's transposed
             # solve raises on non-finite input): only the first bad step matters.
             ok = ~_bad_jnp(ct, jnp.inf)
-            ct = jax.tree_util.tree_map(lambda a: jnp.where(ok, a, jnp.zeros_like(a)), ct)
-            _, vjp = jax.vjp(lambda p, y: step(p, y, k, take(sss, k))[0], p, take(ys, k))
+            ct = jax.tree_util.tree_map(
+                lambda a: jnp.where(ok, a, jnp.zeros_like(a)), ct
+            )
+            _, vjp = jax.vjp(
+                lambda p, y: step(p, y, k, take(sss, k))[0], p, take(ys, k)
+            )
             ct_p, ct_y = vjp(ct)
             flags = (_bad_jnp(ct_y, jnp.inf) | ~ok, _bad_jnp(ct_p, jnp.inf))
             acc = jax.tree_util.tree_map(jnp.add, acc, ct_p)
@@ -506,12 +559,14 @@ def _backward(model, solver, ts, y0_given, loss, n) -> Diagnosis:
     if r > 0:
         # cotangent flowing into step k: recompute the suffix (cheap, finite).
         def suffix(p):
-            ct = ct_next
-            for kk in range(n - 1, k, -1):
+            def body(ct, kk):
                 ct = jax.tree_util.tree_map(jnp.add, ct, take(ct_ys, kk + 1))
-                _, vjp = jax.vjp(lambda y: step(p, y, kk, take(sss, kk))[0], take(ys, kk))
-                (ct,) = vjp(ct)
-            return ct
+                _, vjp = jax.vjp(
+                    lambda y: step(p, y, kk, take(sss, kk))[0], take(ys, kk)
+                )
+                return vjp(ct)[0], None
+
+            return jax.lax.scan(body, ct_next, jnp.arange(n - 1, k, -1))[0]
 
         ct_next = jax.jit(suffix)(params)
     ct = jax.tree_util.tree_map(jnp.add, ct_next, take(ct_ys, k + 1))
@@ -545,10 +600,20 @@ def _name_cotangent(model, ct_p, ct_y, k, ts, n, stage) -> Diagnosis:
     if comp is not None:
         location = model.layout.describe(comp)
     return Diagnosis(
-        found=True, direction="backward", kind="non-finite", step=k,
-        t0=float(ts[max(k, 0)]), t1=float(ts[k + 1]) if k >= 0 else float(ts[0]),
-        state=state, parameter=parameter, compartment=comp, location=location,
-        value=value, stage=stage or "backward step", function=None, n_steps=n,
+        found=True,
+        direction="backward",
+        kind="non-finite",
+        step=k,
+        t0=float(ts[max(k, 0)]),
+        t1=float(ts[k + 1]) if k >= 0 else float(ts[0]),
+        state=state,
+        parameter=parameter,
+        compartment=comp,
+        location=location,
+        value=value,
+        stage=stage or "backward step",
+        function=None,
+        n_steps=n,
     )
 
 
@@ -556,28 +621,32 @@ def _blame_derivative(model: MembraneModel, y0: State, y1: State):
     """The first mechanism function whose derivative (what the backward pass
     multiplies cotangents by) is non-finite at the step's states."""
     for y in (y0, y1):
-        for group, gates in zip(model.mechanisms, y.gates):
+        for group, gates in zip(model.mechanisms, y.gates, strict=True):
             mech = group.mechanism
             name = type(mech).__name__
             n = int(group.index.shape[0])
             v = y.v[group.index]
 
             def kin(m, v):
-                return {k: (g.inf, g.rate) for k, g in m.gates(v, model.celsius).items()}
+                return {
+                    k: (g.inf, g.rate) for k, g in m.gates(v, model.celsius).items()
+                }
 
             def cur(m, v, s):
                 return m.current(v, s, model.celsius)
 
             def lin(m, v, s):
-                return jax.jvp(lambda u: m.current(u, s, model.celsius), (v,), (jnp.ones_like(v),))[1]
+                return jax.jvp(
+                    lambda u: m.current(u, s, model.celsius), (v,), (jnp.ones_like(v),)
+                )[1]
 
             checks = [
-                ("gate rates", f"{name}.gates", lambda: jax.vjp(kin, mech, v)),
-                ("current", f"{name}.current", lambda: jax.vjp(cur, mech, v, gates)),
-                ("linearisation", f"jax.jvp of {name}.current", lambda: jax.vjp(lin, mech, v, gates)),
+                ("gate rates", f"{name}.gates", (kin, mech, v)),
+                ("current", f"{name}.current", (cur, mech, v, gates)),
+                ("linearisation", f"jax.jvp of {name}.current", (lin, mech, v, gates)),
             ]
-            for stage, func, make in checks:
-                out, vjp = make()
+            for stage, func, (fn, *args) in checks:
+                out, vjp = jax.vjp(fn, *args)
                 cts = vjp(jax.tree_util.tree_map(jnp.ones_like, out))
                 bad = np.zeros(n, bool)
                 for x in jax.tree_util.tree_leaves(cts):
@@ -589,10 +658,16 @@ def _blame_derivative(model: MembraneModel, y0: State, y1: State):
                 if np.any(bad):
                     j = int(np.argmax(bad))
                     comp = int(np.asarray(group.index)[j])
-                    inputs = {"v": float(v[j]), **{g: float(x[j]) for g, x in gates.items()}}
+                    inputs = {
+                        "v": float(v[j]),
+                        **{g: float(x[j]) for g, x in gates.items()},
+                    }
                     inputs.update(_params_at(mech, j, n))
                     return (
-                        f"derivative of {stage}", name, func, inputs,
+                        f"derivative of {stage}",
+                        name,
+                        func,
+                        inputs,
                         model.layout.describe(comp),
                     )
     return None
@@ -606,7 +681,7 @@ def diagnose(
     t1: float,
     dt: float,
     *,
-    solver: dfx.AbstractSolver = BackwardEuler(),
+    solver: dfx.AbstractSolver = BackwardEuler(),  # noqa: B008 (immutable Module)
     threshold: float | None = None,
     t0: float = 0.0,
     y0: State | None = None,
@@ -669,7 +744,9 @@ def diagnose(
         d.n_steps = 0
         return d
     ss0 = solver.init(MembraneTerm(model), ts[0], ts[1], y_init, None)
-    k, y, ss, bad = _search(solver, model, ts, y_init, ss0, jnp.asarray(thr, model.dtype))
+    k, y, ss, bad = _search(
+        solver, model, ts, y_init, ss0, jnp.asarray(thr, model.dtype)
+    )
     if bool(bad):
         d = _explain_step(model, solver, ts, int(k), y, ss, thr, kind)
         if threshold is not None:
@@ -691,9 +768,16 @@ def diagnose_spec(loaded, threshold: float | None = None) -> Diagnosis:
 
     **Returns:** a `Diagnosis`.
     """
-    d = diagnose(loaded.model, loaded.t_stop, loaded.dt, solver=loaded.solver, threshold=threshold)
+    d = diagnose(
+        loaded.model,
+        loaded.t_stop,
+        loaded.dt,
+        solver=loaded.solver,
+        threshold=threshold,
+    )
     if getattr(loaded, "controller", None) is not None:
         d.notes.append(
-            f"the file asks for an adaptive controller; diagnose ran fixed steps of dt = {loaded.dt} ms"
+            "the file asks for an adaptive controller; diagnose ran fixed steps "
+            f"of dt = {loaded.dt} ms"
         )
     return d
