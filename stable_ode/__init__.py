@@ -41,6 +41,7 @@ from ._stimulus import (
     TraceCurrent as TraceCurrent,
 )
 from ._term import MembraneTerm as MembraneTerm
+from ._trainable import Trainable as Trainable
 from .mechanisms import (
     AbstractMechanism as AbstractMechanism,
     alpha_beta_gate as alpha_beta_gate,

@@ -75,9 +75,16 @@ def cast_params(module, n: int, dtype, where: str, what: str, *, to_jax: bool = 
     (NumPy arrays if `to_jax=False`, for cheap concatenation while building)."""
     np_dtype = np.dtype(dtype)
 
+    def numeric_list(x):
+        return (
+            isinstance(x, (list, tuple))
+            and len(x) > 0
+            and all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in x)
+        )
+
     def cast(x):
-        if isinstance(x, bool) or not isinstance(
-            x, (int, float, np.ndarray, jax.Array)
+        if isinstance(x, bool) or not (
+            numeric_list(x) or isinstance(x, (int, float, np.ndarray, jax.Array))
         ):
             return x
         a = np.asarray(x, dtype=np_dtype)
@@ -90,7 +97,7 @@ def cast_params(module, n: int, dtype, where: str, what: str, *, to_jax: bool = 
             )
         return jnp.asarray(a) if to_jax else a
 
-    return jax.tree_util.tree_map(cast, module)
+    return jax.tree_util.tree_map(cast, module, is_leaf=numeric_list)
 
 
 def build_connections(connections: Sequence[Connections], index_of, ncomp: int, dtype):
