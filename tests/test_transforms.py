@@ -196,7 +196,13 @@ def test_adam_steps_from_deep_saturation_move(t, x0):
     opt = optax.adam(0.1 * max(1.0, abs(x_start)) ** 0.5)
     state = opt.init(x)
     for _ in range(3):
-        updates, state = opt.update(jax.grad(loss)(x), state)
+        g = jax.grad(loss)(x)
+        # optax's bias correction mixes int32 and float: not strict-promotion clean.
+        with jax.numpy_dtype_promotion("standard"):
+            updates, state = opt.update(g, state)
         x = optax.apply_updates(x, updates)
     assert np.isfinite(x) and float(x) > x_start
-    assert float(loss(x)) < float(loss(jnp.float32(x_start)))
+    if abs(x_start) > 1000:  # y moves below float32 resolution there
+        assert float(loss(x)) <= float(loss(jnp.float32(x_start)))
+    else:
+        assert float(loss(x)) < float(loss(jnp.float32(x_start)))
