@@ -14,8 +14,9 @@ behave like sigmoid / softplus near 0, but their derivatives decay like `|z|鈦宦
 and `|z|鈦宦瞏: finite and non-zero for every moderately saturated `x` (at
 `x = -100`, `3.7e-5`路range/2 for `Bounded`, not 0), never NaN for any finite `x`,
 with closed-form derivatives (`jax.custom_jvp`) that cannot form `inf/inf`.
-`inverse` clamps its argument to `eps` inside the bounds, so `inverse(bound)` is
-finite and lands where the gradient is still non-zero.
+`inverse` clamps its argument just inside the bounds (`eps` of the range for
+`Bounded`, `sqrt(eps)路scale` for `Positive`), so `inverse(bound)` is finite and
+lands where the gradient is still non-zero.
 
 Transforms act on PyTrees: `forward(transforms, params)` maps every leaf of
 `params` through the transform at the matching place of `transforms` (a single
@@ -185,8 +186,10 @@ class Positive(AbstractTransform):
     def inverse(self, y):
         y = _as_float(y)
         lo, sc = (jnp.asarray(a, y.dtype) for a in (self.lower, self.scale))
-        eps = jnp.asarray(jnp.finfo(y.dtype).eps, y.dtype)
-        d = jnp.maximum((y - lo) / sc, eps)
+        # At or below the bound: `sqrt(eps)路scale` inside it, where the gradient
+        # (~eps路...) is still well above an optimiser's epsilon.
+        tol = jnp.asarray(np.sqrt(np.finfo(y.dtype).eps), y.dtype)
+        d = jnp.maximum((y - lo) / sc, tol)
         return sc * (d - 1 / d)
 
 
