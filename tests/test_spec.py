@@ -93,7 +93,7 @@ def test_mapping_source_and_defaults():
     hh, pas = loaded.model.mechanisms
     # Omitted sections: every compartment; omitted params: NEURON's defaults.
     assert np.array_equal(hh.index, np.arange(4))
-    assert hh.sections == ("soma", "dend")
+    assert hh.sections == (("c", "soma"), ("c", "dend"))
     default = so.HH()
     for name in ("gnabar", "gkbar", "gl", "ena", "ek", "el"):
         assert np.all(np.asarray(getattr(hh.mechanism, name)) == getattr(default, name))
@@ -207,6 +207,18 @@ def _append(path, value):
         node.append(value)
 
     return edit
+
+
+def _syn(**changes):
+    """A valid synapse entry of the tiny model, with `changes`."""
+    entry = {
+        "kind": "ionotropic",
+        "pre": {"cell": "c", "section": "soma"},
+        "post": {"cell": "c", "section": "dend", "position": 0.9},
+        "params": {"gmax": 1e-3},
+    }
+    entry.update(changes)
+    return entry
 
 
 def _cycle(raw):
@@ -410,12 +422,6 @@ BROKEN = [
         "must be > 0",
     ),
     (
-        "synapses",
-        _append(("synapses",), {"kind": "exp2syn"}),
-        "synapses",
-        "synapses are not supported yet",
-    ),
-    (
         "swc",
         _set(("cells", 0, "swc"), "cell.swc"),
         "cells[0]",
@@ -446,6 +452,130 @@ BROKEN = [
         "must be >= 0",
     ),
     ("nan", _set(("v_init",), float("nan")), "v_init", "must be finite"),
+    (
+        "unknown synapse kind",
+        _append(("synapses",), _syn(kind="exp2syn")),
+        "synapses[0].kind",
+        "unknown synapse kind 'exp2syn'",
+    ),
+    (
+        "misspelt synapse kind",
+        _append(("synapses",), _syn(kind="ionotropc")),
+        "synapses[0].kind",
+        "(did you mean 'ionotropic'?)",
+    ),
+    (
+        "user synapse not a synapse",
+        _append(("synapses",), _syn(kind="stable_ode:Site")),
+        "synapses[0].kind",
+        "not a subclass of stable_ode.AbstractSynapse",
+    ),
+    (
+        "unknown synapse param",
+        _append(("synapses",), _syn(params={"gmx": 1e-3})),
+        "synapses[0].params.gmx",
+        "unknown parameter of synapse kind 'ionotropic' (did you mean 'gmax'?)",
+    ),
+    (
+        "gap junction param of ionotropic",
+        _append(("synapses",), _syn(params={"g": 1e-3})),
+        "synapses[0].params.g",
+        "its parameters are delta, e_syn, gmax, k_minus, v_th",
+    ),
+    (
+        "synapse param not a number",
+        _append(("synapses",), _syn(params={"gmax": "1e-3"})),
+        "synapses[0].params.gmax",
+        "must be a number, got string",
+    ),
+    (
+        "negative gmax",
+        _append(("synapses",), _syn(params={"gmax": -1e-3})),
+        "synapses[0].params.gmax",
+        "must be >= 0.0, got -0.001",
+    ),
+    (
+        "zero k_minus",
+        _append(("synapses",), _syn(params={"k_minus": 0})),
+        "synapses[0].params.k_minus",
+        "must be > 0.0",
+    ),
+    (
+        "negative gap junction",
+        _append(("synapses",), _syn(kind="gap_junction", params={"g": -1.0})),
+        "synapses[0].params.g",
+        "must be >= 0.0",
+    ),
+    (
+        "synapse unknown key",
+        _append(("synapses",), {**_syn(), "weight": 1.0}),
+        "synapses[0].weight",
+        "unknown key",
+    ),
+    (
+        "synapse missing post",
+        _append(("synapses",), {k: v for k, v in _syn().items() if k != "post"}),
+        "synapses[0].post",
+        "required key is missing",
+    ),
+    (
+        "synapse unknown cell",
+        _append(("synapses",), _syn(post={"cell": "d", "section": "soma"})),
+        "synapses[0].post.cell",
+        "unknown cell 'd'",
+    ),
+    (
+        "synapse unknown section",
+        _append(("synapses",), _syn(pre={"cell": "c", "section": "axon"})),
+        "synapses[0].pre.section",
+        "unknown section 'axon'",
+    ),
+    (
+        "synapse bad position",
+        _append(
+            ("synapses",), _syn(pre={"cell": "c", "section": "dend", "position": 2})
+        ),
+        "synapses[0].pre.position",
+        "must be in [0, 1], got 2",
+    ),
+    (
+        "synapse site unknown key",
+        _append(("synapses",), _syn(pre={"cell": "c", "section": "dend", "x": 0.5})),
+        "synapses[0].pre.x",
+        "unknown key",
+    ),
+    (
+        "synapse site not a table",
+        _append(("synapses",), _syn(pre="c.soma")),
+        "synapses[0].pre",
+        "must be a table",
+    ),
+    (
+        "gap junction to itself",
+        _append(
+            ("synapses",),
+            _syn(
+                kind="gap_junction",
+                pre={"cell": "c", "section": "dend", "position": 0.4},
+                post={"cell": "c", "section": "dend", "position": 0.5},
+                params={},
+            ),
+        ),
+        "synapses[0].post",
+        "joins compartment 1 of c.dend to itself",
+    ),
+    (
+        "synapses not a list",
+        _set(("synapses",), {"kind": "ionotropic"}),
+        "synapses",
+        "must be a list",
+    ),
+    (
+        "swc_options without swc",
+        _set(("cells", 0, "swc_options"), {"soma": "single"}),
+        "cells[0].swc_options",
+        "only a cell read from an SWC file",
+    ),
     ("no cells", _set(("cells",), []), "cells", "at least one cell"),
 ]
 
@@ -477,23 +607,10 @@ def test_base_of_broken_files_is_valid(tmp_path):
     so.load_spec(write(tmp_path, _base(), "fine.json"))
 
 
-def test_swc_is_resolved_from_model_file(tmp_path):
-    raw = _base()
-    del raw["cells"][0]["sections"]
-    raw["cells"][0]["swc"] = "morph/cell.swc"
-    raw["cells"][0]["mechanisms"] = []
-    raw["stimuli"] = raw["record"] = []
-    file = write(tmp_path, raw)
-    with pytest.raises(SpecError, match="not supported yet") as info:
-        so.load_spec(file)
-    assert info.value.where == "cells[0].swc"
-    assert str(tmp_path.resolve() / "morph" / "cell.swc") in str(info.value)
-
-
-@pytest.mark.parametrize("position", [1.0, 0.5], ids=["end", "interior"])
+@pytest.mark.parametrize("position", [1.0, 0.5, 0.0], ids=["end", "interior", "start"])
 def test_branched_cell_as_build_does(tmp_path, position):
     # Two children at one point of the soma: a branch. The loader builds exactly
-    # what `stable_ode.build` builds, or surfaces its error with the file name.
+    # what `stable_ode.build` builds.
     raw = _base()
     raw["cells"][0]["sections"] = [
         {"name": "soma", "length": 20.0, "diameter": 20.0, "n_compartments": 3},
@@ -526,16 +643,10 @@ def test_branched_cell_as_build_does(tmp_path, position):
         axial_resistivity=100.0,
     )
     site = so.Site("c", "soma", 0.5)
-    try:
-        expected = so.build(
-            [cell], [so.StepCurrent(site, 0.5, 1.0, 3.0)], [so.Recording("soma", site)]
-        )
-    except ValueError as e:
-        with pytest.raises(SpecError) as info:
-            so.load_spec(file)
-        assert str(info.value) == f"{file}: cells: {e}"
-    else:
-        assert same(so.load_spec(file).model, expected)
+    expected = so.build(
+        [cell], [so.StepCurrent(site, 0.5, 1.0, 3.0)], [so.Recording("soma", site)]
+    )
+    assert same(so.load_spec(file).model, expected)
 
 
 def test_build_errors_name_the_file(tmp_path, monkeypatch):
@@ -574,3 +685,410 @@ def test_missing_file(tmp_path):
         so.load_spec(tmp_path / "nope.json")
     assert "nope.json" in str(info.value)
     assert isinstance(info.value, ValueError)
+
+
+# ---------------------------------------------------------------------------
+# Branched trees, SWC morphologies and synapses in model files
+
+DATA = Path(__file__).parent / "data"
+SWC_DENDRITES = ["dend_0", "dend_1", "dend_2", "dend_3", "dend_4", "apic_0"]
+
+
+def test_branched_file_matches_python_api():
+    # Three children at soma(1), one at soma(0), two at the interior point d1(0.4)
+    # and two at d1's end.
+    def sec(name, length, diameter, n=1, parent=None, position=1.0):
+        return so.Section(name, length, diameter, n, parent, position)
+
+    cell = so.Cell(
+        "tree",
+        [
+            sec("soma", 20.0, 20.0, 3),
+            sec("d1", 80.0, 2.0, 4, "soma"),
+            sec("d2", 60.0, 1.5, 3, "soma"),
+            sec("d3", 40.0, 1.0, 2, "soma"),
+            sec("axon", 100.0, 1.0, 5, "soma", 0.0),
+            sec("obl1", 30.0, 0.8, 2, "d1", 0.4),
+            sec("obl2", 30.0, 0.8, 2, "d1", 0.4),
+            sec("t1", 25.0, 0.6, 1, "d1"),
+            sec("t2", 25.0, 0.6, 1, "d1"),
+        ],
+        [
+            so.Insert(so.HH(), ["soma", "axon"]),
+            so.Insert(
+                so.Passive(g=1e-4, e=-65.0),
+                ["d1", "d2", "d3", "obl1", "obl2", "t1", "t2"],
+            ),
+        ],
+        axial_resistivity=120.0,
+    )
+    expected = so.build(
+        [cell],
+        [so.StepCurrent(so.Site("tree", "soma", 0.5), 1.0, 0.5, 2.0)],
+        [
+            so.Recording("soma", so.Site("tree", "soma", 0.5)),
+            so.Recording("t2", so.Site("tree", "t2", 1.0)),
+            so.Recording("obl1", so.Site("tree", "obl1", 1.0)),
+        ],
+    )
+    loaded = so.load_spec(MODELS / "branched.json")
+    assert same(loaded.model, expected)
+    assert loaded.model.layout == expected.layout
+
+
+def swc_api():
+    """`swc_cell.json` written with the Python API."""
+    cell = so.load_swc(
+        DATA / "branched.swc",
+        name="pyr",
+        soma="single",
+        d_lambda=0.1,
+        frequency=100.0,
+        axial_resistivity=100.0,
+        mechanisms=[
+            so.Insert(so.HH(), ["soma", "axon_0"]),
+            so.Insert(so.Passive(g=1e-4, e=-65.0), SWC_DENDRITES),
+        ],
+    )
+    return so.build(
+        [cell],
+        [so.StepCurrent(so.Site("pyr", "soma", 0.5), 1.0, 0.5, 2.0)],
+        [
+            so.Recording("soma", so.Site("pyr", "soma", 0.5)),
+            so.Recording("tip", so.Site("pyr", "dend_4", 1.0)),
+            so.Recording("apic", so.Site("pyr", "apic_0", 0.9)),
+        ],
+    )
+
+
+def test_swc_model_file_matches_python_api():
+    loaded = so.load_spec(MODELS / "swc_cell.json")
+    expected = swc_api()
+    assert same(loaded.model, expected)
+    assert loaded.model.layout == expected.layout
+    (cell,) = loaded.spec.cells
+    assert cell.swc == str((DATA / "branched.swc").resolve())
+    assert dict(cell.swc_options) == {
+        "soma": "single",
+        "n_compartments": None,
+        "d_lambda": 0.1,
+        "frequency": 100.0,
+    }
+    assert {s.name for s in cell.sections} == {"soma", "axon_0", *SWC_DENDRITES}
+    # It runs: 1 nA into the soma fires it and the spike spreads into the tree.
+    sim = loaded.simulate()
+    for v in sim.recordings.values():
+        assert np.all(np.isfinite(v))
+    assert float(sim.recordings["soma"].max()) > 0.0
+    assert float(sim.recordings["tip"].max()) > -60.0
+
+
+def test_swc_options_and_relative_path(tmp_path):
+    (tmp_path / "morph").mkdir()
+    (tmp_path / "morph" / "cell.swc").write_text((DATA / "branched.swc").read_text())
+    raw = {
+        "format": "stable_ode.model/1",
+        "t_stop": 1.0,
+        "cells": [
+            {
+                "name": "n",
+                "swc": "morph/cell.swc",
+                "swc_options": {"soma": "points", "n_compartments": 2},
+                "capacitance": 2.0,
+                "mechanisms": [
+                    {"name": "hh", "sections": ["soma_0", "soma_1"]},
+                    {"name": "pas", "sections": ["axon_0"]},
+                ],
+            }
+        ],
+        "record": [{"name": "v", "cell": "n", "section": "dend_3", "position": 0.0}],
+        "integration": {"dt": 0.1},
+    }
+    loaded = so.load_spec(write(tmp_path, raw, "model.json"))
+    api = so.load_swc(
+        tmp_path / "morph" / "cell.swc",
+        name="n",
+        soma="points",
+        n_compartments=2,
+        capacitance=2.0,
+        mechanisms=[
+            so.Insert(so.HH(), ["soma_0", "soma_1"]),
+            so.Insert(so.Passive(), ["axon_0"]),
+        ],
+    )
+    expected = so.build([api], [], [so.Recording("v", so.Site("n", "dend_3", 0.0))])
+    assert same(loaded.model, expected)
+    assert all(s.n_compartments == 2 for s in loaded.spec.cells[0].sections)
+
+
+SWC_LINES = (DATA / "one_point_soma.swc").read_text().splitlines()
+
+
+def _swc_model(tmp_path, swc: str = "cell.swc", **cell):
+    raw = {
+        "format": "stable_ode.model/1",
+        "t_stop": 1.0,
+        "cells": [{"name": "n", "swc": swc, **cell}],
+        "integration": {"dt": 0.1},
+    }
+    return write(tmp_path, raw, "model.json")
+
+
+@pytest.mark.parametrize(
+    "swc_text,cell,where,fragment",
+    [
+        (
+            [*SWC_LINES[:4], "2 3 6 0 0 1.0", *SWC_LINES[5:]],
+            {},
+            "cells[0].swc",
+            "cell.swc, line 5: expected 7 columns `id type x y z radius parent`, "
+            "got 6: '2 3 6 0 0 1.0'",
+        ),
+        (
+            [*SWC_LINES[:4], "2 3 6 0 0 -1.0 1", *SWC_LINES[5:]],
+            {},
+            "cells[0].swc",
+            "cell.swc, line 5: radius must be > 0 µm, got -1.0",
+        ),
+        (
+            [*SWC_LINES[:4], "2 3 6 0 0 1.0 42", *SWC_LINES[5:]],
+            {},
+            "cells[0].swc",
+            "cell.swc, line 5: point 2 has parent 42, which is not a point",
+        ),
+        (
+            [*SWC_LINES, "9 3 0 0 9 1.0 x"],
+            {},
+            "cells[0].swc",
+            "cell.swc, line 12: id, type and parent must be integers",
+        ),
+        (
+            [line.replace(" 1 0 0 0 6 -1", " 3 0 0 0 6 -1") for line in SWC_LINES],
+            {},
+            "cells[0].swc",
+            "cell.swc: no soma",
+        ),
+        (
+            SWC_LINES,
+            {"swc_options": {"dlambda": 0.2}},
+            "cells[0].swc_options.dlambda",
+            "unknown key (did you mean 'd_lambda'?)",
+        ),
+        (
+            SWC_LINES,
+            {"swc_options": {"soma": "point"}},
+            "cells[0].swc_options.soma",
+            "must be 'single' or 'points', got 'point' (did you mean 'points'?)",
+        ),
+        (
+            SWC_LINES,
+            {"swc_options": {"d_lambda": None}},
+            "cells[0].swc_options",
+            "give 'n_compartments'",
+        ),
+        (
+            SWC_LINES,
+            {"swc_options": {"n_compartments": 0}},
+            "cells[0].swc_options.n_compartments",
+            "positive integer",
+        ),
+        (
+            SWC_LINES,
+            {"swc_options": {"frequency": -100}},
+            "cells[0].swc_options.frequency",
+            "must be > 0",
+        ),
+        (
+            SWC_LINES,
+            {"mechanisms": [{"name": "pas", "sections": ["dend"]}]},
+            "cells[0].mechanisms[0].sections[0]",
+            "unknown section 'dend' (did you mean 'dend_1'?) (sections of this cell: "
+            "soma, dend_0, dend_1, type5_0); an SWC file's sections are named soma "
+            "(or soma_k), axon_k, dend_k, apic_k and type{t}_k",
+        ),
+    ],
+    ids=[
+        "six columns",
+        "negative radius",
+        "unknown parent",
+        "non-integer parent",
+        "no soma",
+        "unknown option",
+        "bad soma option",
+        "no compartment rule",
+        "zero compartments",
+        "negative frequency",
+        "unknown section name",
+    ],
+)
+def test_broken_swc(tmp_path, swc_text, cell, where, fragment):
+    swc = tmp_path / "cell.swc"
+    swc.write_text("\n".join(swc_text) + "\n")
+    file = _swc_model(tmp_path, **cell)
+    with pytest.raises(SpecError) as info:
+        so.load_spec(file)
+    message = str(info.value)
+    assert message.startswith(f"{file}: {where}: "), message
+    assert fragment in message, message
+    if where == "cells[0].swc":
+        assert str(swc.resolve()) in message
+    assert "\n" not in message
+
+
+def test_missing_swc_file_resolved_from_model_file(tmp_path):
+    file = _swc_model(tmp_path, "morph/cell.swc")
+    with pytest.raises(SpecError) as info:
+        so.load_spec(file)
+    assert str(info.value) == (
+        f"{file}: cells[0].swc: no such SWC file: "
+        f"{tmp_path.resolve() / 'morph' / 'cell.swc'}"
+    )
+
+
+def network_api():
+    """`network.json` written with the Python API."""
+    cells = [
+        so.Cell(n, [so.Section("soma", 20.0, 20.0, 1)], [so.Insert(so.HH())])
+        for n in "abc"
+    ]
+
+    def soma(n):
+        return so.Site(n, "soma", 0.5)
+
+    connections = [
+        so.Connections(
+            so.IonotropicSynapse(
+                gmax=np.array([0.002, 0.001]),
+                e_syn=np.array([0.0, -80.0]),
+                k_minus=np.array([0.025, 0.05]),
+            ),
+            [soma("a"), soma("b")],
+            [soma("b"), soma("c")],
+            name="ionotropic",
+        ),
+        so.Connections(so.IonotropicSynapse(), [soma("c")], [soma("a")], "ionotropic"),
+        so.Connections(so.GapJunction(g=0.0005), [soma("a")], [soma("c")]),
+    ]
+    return so.build(
+        cells,
+        [so.StepCurrent(soma("a"), 0.5, 0.5, 3.0)],
+        [so.Recording(n, soma(n)) for n in "abc"],
+        connections,
+    )
+
+
+def test_network_file_matches_python_api():
+    loaded = so.load_spec(MODELS / "network.json")
+    expected = network_api()
+    assert same(loaded.model, expected)
+    # Entries with the same kind and parameter names form one vectorised group.
+    first, second = loaded.model.synapses
+    assert (first.name, second.name) == ("ionotropic", "ionotropic")
+    assert np.array_equal(first.synapse.gmax, [0.002, 0.001])
+    assert np.array_equal(first.synapse.delta, [10.0, 10.0])  # the default
+    assert np.array_equal(first.pre, [0, 1]) and np.array_equal(first.post, [1, 2])
+    assert np.array_equal(second.synapse.gmax, [so.IonotropicSynapse().gmax])
+    # Without the gap junction the model differs (it is an axial-like edge).
+    raw = json.loads((MODELS / "network.json").read_text())
+    raw["synapses"] = raw["synapses"][:3]
+    assert not same(so.load_spec(raw).model, expected)
+
+
+def test_network_cli_run(tmp_path):
+    from stable_ode import _cli
+
+    out = tmp_path / "out.npz"
+    assert _cli.main(["run", str(MODELS / "network.json"), "-o", str(out)]) == 0
+    data = np.load(out)
+    assert {"t", "a", "b", "c", "stats"} <= set(data.files)
+    assert json.loads(str(data["stats"]))["num_steps"] == 200
+    # Only a is stimulated: b fires through the excitatory synapse a -> b; c is
+    # inhibited by b and never fires.
+    assert float(data["a"].max()) > 0.0
+    assert float(data["b"].max()) > 0.0
+    assert float(data["c"].max()) < -50.0
+    # The run equals the Python API's model simulated with the file's settings.
+    ref = so.simulate(network_api(), 5.0, 0.025, solver=so.BackwardEuler())
+    for name in "abc":
+        np.testing.assert_allclose(data[name], ref.recordings[name], rtol=0, atol=1e-9)
+
+
+def test_user_synapse_class_next_to_model_file(tmp_path):
+    raw = json.loads((MODELS / "network.json").read_text())
+    raw["synapses"] = [
+        {
+            "kind": "my_synapse:FixedTau",
+            "pre": {"cell": "a", "section": "soma"},
+            "post": {"cell": "b", "section": "soma"},
+            "params": {"tau": 2.0},
+        }
+    ]
+    (group,) = so.load_spec(raw, name=str(MODELS / "inline.json")).model.synapses
+    assert group.name == "my_synapse:FixedTau"
+    assert type(group.synapse).__name__ == "FixedTau"
+    assert np.array_equal(group.synapse.tau, [2.0])
+    raw["synapses"][0]["params"] = {"taus": 2.0}
+    with pytest.raises(SpecError, match="did you mean 'tau'"):
+        so.load_spec(raw, name=str(MODELS / "inline.json"))
+
+
+def test_many_synapses_are_one_group_at_the_right_compartments():
+    rng = np.random.default_rng(0)
+    cells = [
+        {
+            "name": f"n{i}",
+            "sections": [
+                {"name": "soma", "length": 10.0, "diameter": 10.0, "n_compartments": 2},
+                {
+                    "name": "dend",
+                    "length": 50.0,
+                    "diameter": 1.0,
+                    "n_compartments": 1 + i % 4,
+                    "parent": "soma",
+                },
+            ],
+        }
+        for i in range(10)
+    ]
+    n = 200
+    pre_cell, post_cell = rng.integers(0, 10, n), rng.integers(0, 10, n)
+    pre_sec = rng.choice(["soma", "dend"], n)
+    post_sec = rng.choice(["soma", "dend"], n)
+    pre_x, post_x = rng.uniform(0, 1, n), rng.uniform(0, 1, n)
+    gmax = rng.uniform(0, 1e-3, n)
+    synapses = [
+        {
+            "kind": "ionotropic",
+            "pre": {
+                "cell": f"n{pre_cell[k]}",
+                "section": str(pre_sec[k]),
+                "position": float(pre_x[k]),
+            },
+            "post": {
+                "cell": f"n{post_cell[k]}",
+                "section": str(post_sec[k]),
+                "position": float(post_x[k]),
+            },
+            "params": {"gmax": float(gmax[k])},
+        }
+        for k in range(n)
+    ]
+    raw = {
+        "format": "stable_ode.model/1",
+        "t_stop": 1.0,
+        "cells": cells,
+        "synapses": synapses,
+        "integration": {"dt": 0.1},
+    }
+    model = so.load_spec(raw).model
+    (group,) = model.synapses
+    assert group.pre.shape == group.post.shape == group.synapse.gmax.shape == (n,)
+    assert np.array_equal(group.synapse.gmax, gmax)
+    expected_pre = [
+        model.index(f"n{pre_cell[k]}", pre_sec[k], pre_x[k]) for k in range(n)
+    ]
+    expected_post = [
+        model.index(f"n{post_cell[k]}", post_sec[k], post_x[k]) for k in range(n)
+    ]
+    assert np.array_equal(group.pre, expected_pre)
+    assert np.array_equal(group.post, expected_post)

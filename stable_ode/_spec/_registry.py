@@ -1,8 +1,9 @@
 """Names in model files → objects: the one place where strings become configuration.
 
-Mechanisms, solvers and step-size controllers are named in a model file; everything
-inside the library is configured by objects (see `STYLE.md`). Adding a mechanism,
-a solver or a controller kind to the file format means adding an entry here.
+Mechanisms, synapse kinds, solvers and step-size controllers are named in a model
+file; everything inside the library is configured by objects (see `STYLE.md`).
+Adding a mechanism, a synapse kind, a solver or a controller kind to the file format
+means adding an entry here.
 """
 
 import contextlib
@@ -19,10 +20,23 @@ import diffrax as dfx
 
 from .._solver import BackwardEuler, CrankNicolson, ExponentialEuler
 from ..mechanisms import AbstractMechanism, HH, Passive
+from ..mechanisms.synapses import AbstractSynapse, GapJunction, IonotropicSynapse
 
 
 MECHANISMS: dict[str, type[AbstractMechanism]] = {"hh": HH, "pas": Passive}
 """Registered mechanism names (NEURON's) and their classes."""
+
+SYNAPSES: dict[str, type[AbstractSynapse] | type[GapJunction]] = {
+    "ionotropic": IonotropicSynapse,
+    "gap_junction": GapJunction,
+}
+"""Registered synapse kinds and their classes."""
+
+SYNAPSE_BOUNDS: dict[str, dict[str, tuple[str, float]]] = {
+    "ionotropic": {"gmax": ("ge", 0.0), "k_minus": ("gt", 0.0), "delta": ("ne", 0.0)},
+    "gap_junction": {"g": ("ge", 0.0)},
+}
+"""Checks of registered kinds' params: `(op, bound)` with op `ge`, `gt` or `ne`."""
 
 SOLVERS: dict[str, Callable[[], dfx.AbstractSolver]] = {
     "exponential_euler": ExponentialEuler,
@@ -62,6 +76,35 @@ def _importable_from(directory: Path | None):
             sys.path.remove(entry)
 
 
+def _import_class(name: str, model_dir: Path | None, what: str):
+    """The object `"module.path:ClassName"` names, importing the module as usual or
+    else from `model_dir`. `what` ("mechanism", "synapse") is used in messages."""
+    module_name, _, class_name = name.partition(":")
+    if not module_name or not class_name or ":" in class_name:
+        raise LookupError(f"{what} {name!r} is not of the form 'module.path:ClassName'")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is None or module_name.split(".")[0] != e.name.split(".")[0]:
+            raise LookupError(f"importing {module_name!r} failed: {e}") from None
+        try:
+            with _importable_from(model_dir):
+                module = importlib.import_module(module_name)
+        except Exception as e2:  # noqa: BLE001 - any import failure is the user's
+            raise LookupError(
+                f"cannot import module {module_name!r} for {what} {name!r}: {e2}"
+            ) from None
+    except Exception as e:  # noqa: BLE001
+        raise LookupError(
+            f"importing module {module_name!r} for {what} {name!r} failed: "
+            f"{type(e).__name__}: {e}"
+        ) from None
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        raise LookupError(f"module {module_name!r} has no attribute {class_name!r}")
+    return cls
+
+
 def resolve_mechanism(
     name: str, model_dir: Path | None = None
 ) -> type[AbstractMechanism]:
@@ -87,31 +130,7 @@ def resolve_mechanism(
             f"mechanisms are {sorted(MECHANISMS)}, or name your own class as "
             f"'module.path:ClassName'"
         )
-    module_name, _, class_name = name.partition(":")
-    if not module_name or not class_name or ":" in class_name:
-        raise LookupError(
-            f"mechanism {name!r} is not of the form 'module.path:ClassName'"
-        )
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name is None or module_name.split(".")[0] != e.name.split(".")[0]:
-            raise LookupError(f"importing {module_name!r} failed: {e}") from None
-        try:
-            with _importable_from(model_dir):
-                module = importlib.import_module(module_name)
-        except Exception as e2:  # noqa: BLE001 - any import failure is the user's
-            raise LookupError(
-                f"cannot import module {module_name!r} for mechanism {name!r}: {e2}"
-            ) from None
-    except Exception as e:  # noqa: BLE001
-        raise LookupError(
-            f"importing module {module_name!r} for mechanism {name!r} failed: "
-            f"{type(e).__name__}: {e}"
-        ) from None
-    cls = getattr(module, class_name, None)
-    if cls is None:
-        raise LookupError(f"module {module_name!r} has no attribute {class_name!r}")
+    cls = _import_class(name, model_dir, "mechanism")
     if not (inspect.isclass(cls) and issubclass(cls, AbstractMechanism)):
         raise LookupError(
             f"{name!r} is not a subclass of stable_ode.AbstractMechanism, got {cls!r}"
@@ -121,8 +140,44 @@ def resolve_mechanism(
     return cls
 
 
-def mechanism_parameters(cls: type[AbstractMechanism]) -> tuple[set[str], set[str]]:
-    """The keyword arguments of mechanism class `cls`: `(all, required)`."""
+def resolve_synapse(
+    kind: str, model_dir: Path | None = None
+) -> type[AbstractSynapse] | type[GapJunction]:
+    """The synapse class a model file's `synapses[].kind` names.
+
+    **Arguments:**
+
+    - `kind`: a registered kind (`"ionotropic"`: `stable_ode.IonotropicSynapse`,
+      `"gap_junction"`: `stable_ode.GapJunction`) or `"module.path:ClassName"`
+      naming a user's subclass of `stable_ode.AbstractSynapse` (imported as for
+      mechanisms, or else from `model_dir`).
+    - `model_dir`: folder to import user modules from, if not importable.
+
+    **Returns:** the class.
+
+    **Raises:** `LookupError` with a message saying what is wrong.
+    """
+    if kind in SYNAPSES:
+        return SYNAPSES[kind]
+    if ":" not in kind:
+        raise LookupError(
+            f"unknown synapse kind {kind!r}{_suggest(kind, SYNAPSES)}: registered "
+            f"kinds are {sorted(SYNAPSES)}, or name your own class as "
+            f"'module.path:ClassName'"
+        )
+    cls = _import_class(kind, model_dir, "synapse")
+    if not (inspect.isclass(cls) and issubclass(cls, AbstractSynapse)):
+        raise LookupError(
+            f"{kind!r} is not a subclass of stable_ode.AbstractSynapse, got {cls!r}"
+        )
+    if inspect.isabstract(cls):
+        raise LookupError(f"{kind!r} is abstract (it does not implement every method)")
+    return cls
+
+
+def mechanism_parameters(cls: type) -> tuple[set[str], set[str]]:
+    """The keyword arguments of mechanism (or synapse) class `cls`: `(all,
+    required)`."""
     names, required = set(), set()
     for f in dataclasses.fields(cls):
         if not f.init:

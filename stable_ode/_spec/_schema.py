@@ -2,9 +2,10 @@
 
 Every check raises one `SpecError` naming the file and the key path. The result is
 plain frozen data (names, numbers, tuples): `_loader.py` turns it into objects.
-Where the format will grow — branched trees, SWC morphologies, synapses — the
-reading is already split into one function each (`_cell_sections`, `_swc_sections`,
-`_synapses`) so that a later change lands in one place.
+Sections (explicit, branched or not, or from an SWC file), synapses, stimuli and
+recordings are each read by one function (`_cell_sections`, `_swc_sections`,
+`_synapses`, ...). SWC files are read here, at validation, because their section
+names are what mechanisms, sites and recordings refer to.
 """
 
 import math
@@ -15,6 +16,7 @@ from typing import Any
 
 import diffrax as dfx
 
+from ..morphology import load_swc
 from ._errors import SpecError
 from ._registry import (
     _suggest,
@@ -23,6 +25,8 @@ from ._registry import (
     mechanism_parameters,
     resolve_mechanism,
     resolve_solver,
+    resolve_synapse,
+    SYNAPSE_BOUNDS,
 )
 
 
@@ -62,13 +66,20 @@ class MechanismSpec:
 @dataclass(frozen=True)
 class CellSpec:
     """A cell: sections, mechanisms, `axial_resistivity` (Ω·cm), `capacitance`
-    (µF/cm²)."""
+    (µF/cm²).
+
+    For a cell read from an SWC file, `swc` is the file's resolved path and
+    `swc_options` the `stable_ode.load_swc` options used (`soma`, `n_compartments`,
+    `d_lambda`, `frequency`); `sections` are the sections `load_swc` made.
+    """
 
     name: str
     sections: tuple[SectionSpec, ...]
     mechanisms: tuple[MechanismSpec, ...]
     axial_resistivity: float
     capacitance: float
+    swc: str | None = None
+    swc_options: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,18 @@ class SiteSpec:
     cell: str
     section: str
     position: float
+
+
+@dataclass(frozen=True)
+class SynapseSpec:
+    """A synapse of `kind` (a registered kind or `"module.path:ClassName"`) from
+    the compartment at `pre` to the one at `post`, with `params` (units of the
+    class's fields: µS, mV, 1/ms for `ionotropic`; µS for `gap_junction`)."""
+
+    kind: str
+    pre: SiteSpec
+    post: SiteSpec
+    params: tuple[tuple[str, float], ...]
 
 
 @dataclass(frozen=True)
@@ -124,7 +147,7 @@ class ModelSpec:
     """A validated model file (`stable_ode.model/1`).
 
     **Fields:** `file` (as given), `temperature` (°C), `v_init` (mV), `t_stop` (ms),
-    `cells`, `synapses` (empty for now), `stimuli`, `record`, `integration`.
+    `cells`, `synapses`, `stimuli`, `record`, `integration`.
     """
 
     file: str
@@ -132,7 +155,7 @@ class ModelSpec:
     v_init: float
     t_stop: float
     cells: tuple[CellSpec, ...]
-    synapses: tuple[()]
+    synapses: tuple[SynapseSpec, ...]
     stimuli: tuple[StimulusSpec, ...]
     record: tuple[RecordSpec, ...]
     integration: IntegrationSpec
@@ -172,6 +195,7 @@ def _key(where: str, key: str) -> str:
 class _Reader:
     def __init__(self, file: str):
         self.file = file
+        self.sections_of: dict[str, dict[str, SectionSpec]] = {}
 
     def fail(self, where: str, problem: str):
         raise SpecError(self.file, where, problem)
@@ -253,8 +277,8 @@ class _Reader:
 
 
 # ---------------------------------------------------------------------------
-# The sections of a cell: today explicit lists; SWC files and branched trees
-# (which `stable_ode.build` rejects for now) come in here.
+# The sections of a cell: an explicit list (a tree, branched or not) or an SWC
+# file.
 
 
 def _section(r: _Reader, raw, where: str) -> SectionSpec:
@@ -312,24 +336,128 @@ def _check_tree(r: _Reader, sections: list[SectionSpec], where: str):
         )
 
 
-def _swc_sections(r: _Reader, raw, where: str, directory: Path) -> list[SectionSpec]:
-    """Sections from an SWC file (path relative to the model file). Not yet."""
-    path = Path(r.string(raw, where))
-    if not path.is_absolute():
-        path = directory / path
-    r.fail(
-        where,
-        f"SWC morphologies are not supported yet ({path}); list the sections "
-        f"explicitly under 'sections'",
-    )
-    return []
+SWC_OPTIONS = {
+    "soma": "single",
+    "n_compartments": None,
+    "d_lambda": 0.1,
+    "frequency": 100.0,
+}
+"""The keys of a cell's `swc_options` and their defaults (`stable_ode.load_swc`'s)."""
 
 
-def _cell_sections(r: _Reader, raw: dict, where: str, directory: Path):
+_SWC_HINT = (
+    "; an SWC file's sections are named soma (or soma_k), axon_k, dend_k, apic_k "
+    "and type{t}_k, k counting the sections of a type in file order"
+)
+
+
+def _swc_options(r: _Reader, raw, where: str) -> dict[str, Any]:
+    raw = r.table(raw, where, optional=tuple(SWC_OPTIONS))
+    options = dict(SWC_OPTIONS)
+    if "soma" in raw:
+        soma = r.string(raw["soma"], _key(where, "soma"))
+        if soma not in ("single", "points"):
+            r.fail(
+                _key(where, "soma"),
+                f"must be 'single' or 'points', got {soma!r}"
+                f"{_suggest(soma, ['single', 'points'])}",
+            )
+        options["soma"] = soma
+    if raw.get("n_compartments") is not None:
+        options["n_compartments"] = r.positive_int(
+            raw["n_compartments"], _key(where, "n_compartments")
+        )
+    if "d_lambda" in raw:
+        options["d_lambda"] = (
+            None
+            if raw["d_lambda"] is None
+            else r.number(raw["d_lambda"], _key(where, "d_lambda"), gt=0)
+        )
+    if "frequency" in raw:
+        options["frequency"] = r.number(
+            raw["frequency"], _key(where, "frequency"), gt=0
+        )
+    if options["n_compartments"] is None and options["d_lambda"] is None:
+        r.fail(
+            where,
+            "give 'n_compartments' (compartments per section) or 'd_lambda' (NEURON's "
+            "d_lambda rule); both are null",
+        )
+    return options
+
+
+def _swc_sections(
+    r: _Reader,
+    raw,
+    where: str,
+    directory: Path,
+    options: dict[str, Any],
+    axial_resistivity: float,
+    capacitance: float,
+) -> tuple[list[SectionSpec], Path]:
+    """Sections from an SWC file (path relative to the model file), read by
+    `stable_ode.load_swc` with `options`; a malformed file is a `SpecError` at
+    `where` quoting `load_swc`'s message (SWC file and line)."""
+    path = (directory / r.string(raw, where)).resolve()  # absolute ones stay
+    try:
+        cell = load_swc(
+            path,
+            axial_resistivity=axial_resistivity,
+            capacitance=capacitance,
+            **options,
+        )
+    except FileNotFoundError:
+        r.fail(where, f"no such SWC file: {path}")
+    except UnicodeDecodeError as e:
+        r.fail(where, f"{path}: not a text file ({e.reason} at byte {e.start})")
+    except OSError as e:
+        r.fail(where, f"cannot read SWC file {path}: {e.strerror or e}")
+    except ValueError as e:
+        r.fail(where, " ".join(str(e).split()))
+    sections = [
+        SectionSpec(
+            name=s.name,
+            length=float(s.length),
+            diameter=float(s.diameter),
+            n_compartments=int(s.n_compartments),
+            parent=s.parent,
+            parent_position=float(s.parent_position),
+        )
+        for s in cell.sections
+    ]
+    return sections, path
+
+
+def _cell_sections(
+    r: _Reader,
+    raw: dict,
+    where: str,
+    directory: Path,
+    axial_resistivity: float,
+    capacitance: float,
+):
+    """`(sections, swc path or None, swc options)`."""
     if ("sections" in raw) == ("swc" in raw):
         r.fail(where, "a cell needs exactly one of 'sections' and 'swc'")
+    if "swc_options" in raw and "swc" not in raw:
+        r.fail(
+            _key(where, "swc_options"),
+            "only a cell read from an SWC file ('swc') takes 'swc_options'",
+        )
     if "swc" in raw:
-        sections = _swc_sections(r, raw["swc"], _key(where, "swc"), directory)
+        options = _swc_options(
+            r, raw.get("swc_options", {}), _key(where, "swc_options")
+        )
+        sections, path = _swc_sections(
+            r,
+            raw["swc"],
+            _key(where, "swc"),
+            directory,
+            options,
+            axial_resistivity,
+            capacitance,
+        )
+        return sections, str(path), tuple(options.items())
     else:
         sw = _key(where, "sections")
         items = r.seq(raw["sections"], sw)
@@ -338,7 +466,7 @@ def _cell_sections(r: _Reader, raw: dict, where: str, directory: Path):
         sections = [_section(r, s, f"{sw}[{i}]") for i, s in enumerate(items)]
         r.unique([s.name for s in sections], sw, "section")
         _check_tree(r, sections, sw)
-    return sections
+    return sections, None, ()
 
 
 # ---------------------------------------------------------------------------
@@ -346,7 +474,12 @@ def _cell_sections(r: _Reader, raw: dict, where: str, directory: Path):
 
 
 def _mechanism(
-    r: _Reader, raw, where: str, section_names: list[str], directory: Path
+    r: _Reader,
+    raw,
+    where: str,
+    section_names: list[str],
+    directory: Path,
+    hint: str = "",
 ) -> MechanismSpec:
     raw = r.table(raw, where, required=("name",), optional=("sections", "params"))
     name = r.string(raw["name"], _key(where, "name"))
@@ -367,7 +500,7 @@ def _mechanism(
                 r.fail(
                     f"{sw}[{i}]",
                     f"unknown section {s!r}{_suggest(s, section_names)} "
-                    f"(sections of this cell: {', '.join(section_names)})",
+                    f"(sections of this cell: {', '.join(section_names)}){hint}",
                 )
             if s in sections:
                 r.fail(f"{sw}[{i}]", f"section {s!r} is listed twice")
@@ -399,26 +532,39 @@ def _cell(r: _Reader, raw, where: str, directory: Path) -> CellSpec:
         raw,
         where,
         required=("name",),
-        optional=("sections", "swc", "mechanisms", "axial_resistivity", "capacitance"),
+        optional=(
+            "sections",
+            "swc",
+            "swc_options",
+            "mechanisms",
+            "axial_resistivity",
+            "capacitance",
+        ),
     )
     name = r.name(raw["name"], _key(where, "name"))
-    sections = _cell_sections(r, raw, where, directory)
+    axial_resistivity = r.number(
+        raw.get("axial_resistivity", 35.4), _key(where, "axial_resistivity"), gt=0
+    )
+    capacitance = r.number(
+        raw.get("capacitance", 1.0), _key(where, "capacitance"), gt=0
+    )
+    sections, swc, swc_options = _cell_sections(
+        r, raw, where, directory, axial_resistivity, capacitance
+    )
     names = [s.name for s in sections]
     mw = _key(where, "mechanisms")
     mechanisms = [
-        _mechanism(r, m, f"{mw}[{i}]", names, directory)
+        _mechanism(r, m, f"{mw}[{i}]", names, directory, _SWC_HINT if swc else "")
         for i, m in enumerate(r.seq(raw.get("mechanisms", []), mw))
     ]
     return CellSpec(
         name=name,
         sections=tuple(sections),
         mechanisms=tuple(mechanisms),
-        axial_resistivity=r.number(
-            raw.get("axial_resistivity", 35.4), _key(where, "axial_resistivity"), gt=0
-        ),
-        capacitance=r.number(
-            raw.get("capacitance", 1.0), _key(where, "capacitance"), gt=0
-        ),
+        axial_resistivity=axial_resistivity,
+        capacitance=capacitance,
+        swc=swc,
+        swc_options=swc_options,
     )
 
 
@@ -434,7 +580,9 @@ def _site(r: _Reader, raw: dict, where: str, cells: dict[str, CellSpec]) -> Site
             f"unknown cell {cell!r}{_suggest(cell, cells)} (cells: {', '.join(cells)})",
         )
     section = r.string(raw["section"], _key(where, "section"))
-    names = [s.name for s in cells[cell].sections]
+    names = r.sections_of.get(cell)
+    if names is None:
+        names = r.sections_of[cell] = {s.name: s for s in cells[cell].sections}
     if section not in names:
         r.fail(
             _key(where, "section"),
@@ -445,20 +593,78 @@ def _site(r: _Reader, raw: dict, where: str, cells: dict[str, CellSpec]) -> Site
     return SiteSpec(cell, section, position)
 
 
-def _synapses(r: _Reader, raw, where: str, cells: dict[str, CellSpec]) -> tuple[()]:
-    """Synapses between cells (`pre`/`post` sites, `kind`, `params`). Not yet."""
-    del cells
-    items = r.seq(raw, where)
-    if items:
-        r.fail(
-            where,
-            f"synapses are not supported yet ({len(items)} given); leave the list "
-            f"empty",
-        )
-    return ()
-
-
 _SITE_KEYS = ("cell", "section")
+
+
+def _compartment(r: _Reader, site: SiteSpec) -> tuple[str, str, int]:
+    """NEURON's `sec(x)`: the compartment `site` names, as (cell, section, k)."""
+    n = r.sections_of[site.cell][site.section].n_compartments
+    return site.cell, site.section, min(int(math.floor(site.position * n)), n - 1)
+
+
+_BOUND_TEXT = {"ge": ">=", "gt": ">", "ne": "!="}
+
+
+def _synapses(
+    r: _Reader, raw, where: str, cells: dict[str, CellSpec], directory: Path
+) -> tuple[SynapseSpec, ...]:
+    """Synapses between compartments of any cells: `kind`, `pre`/`post` sites,
+    `params` (the kind's class fields; omitted ones take the class defaults)."""
+    items = r.seq(raw, where)
+    classes: dict[str, tuple[set[str], set[str]]] = {}
+    out = []
+    for i, item in enumerate(items):
+        w = f"{where}[{i}]"
+        item = r.table(item, w, required=("kind", "pre", "post"), optional=("params",))
+        kind = r.string(item["kind"], _key(w, "kind"))
+        if kind not in classes:
+            try:
+                cls = resolve_synapse(kind, directory)
+            except LookupError as e:
+                r.fail(_key(w, "kind"), str(e))
+            classes[kind] = mechanism_parameters(cls)
+        allowed, required = classes[kind]
+        sites = []
+        for end in ("pre", "post"):
+            ew = _key(w, end)
+            site = r.table(item[end], ew, required=_SITE_KEYS, optional=("position",))
+            sites.append(_site(r, site, ew, cells))
+        pw = _key(w, "params")
+        params = r.mapping(item.get("params", {}), pw)
+        bounds = SYNAPSE_BOUNDS.get(kind, {})
+        for k, v in params.items():
+            if k not in allowed:
+                r.fail(
+                    _key(pw, k),
+                    f"unknown parameter of synapse kind {kind!r}"
+                    f"{_suggest(k, allowed)}; its parameters are "
+                    f"{', '.join(sorted(allowed))}",
+                )
+            r.number(v, _key(pw, k))
+            if k in bounds:
+                op, bound = bounds[k]
+                ok = {"ge": v >= bound, "gt": v > bound, "ne": v != bound}[op]
+                if not ok:
+                    r.fail(_key(pw, k), f"must be {_BOUND_TEXT[op]} {bound}, got {v!r}")
+        missing = sorted(required - set(params))
+        if missing:
+            r.fail(pw, f"synapse kind {kind!r} needs parameters {missing}")
+        pre, post = sites
+        if kind == "gap_junction" and _compartment(r, pre) == _compartment(r, post):
+            c, sec, k = _compartment(r, pre)
+            r.fail(
+                _key(w, "post"),
+                f"a gap junction joins compartment {k} of {c}.{sec} to itself",
+            )
+        out.append(
+            SynapseSpec(
+                kind=kind,
+                pre=pre,
+                post=post,
+                params=tuple((k, float(v)) for k, v in params.items()),
+            )
+        )
+    return tuple(out)
 
 
 def _stimulus(r: _Reader, raw, where: str, cells) -> StimulusSpec:
@@ -642,7 +848,7 @@ def validate(raw: Any, file: str) -> ModelSpec:
     r.unique([c.name for c in cell_list], "cells", "cell")
     cells = {c.name: c for c in cell_list}
 
-    synapses = _synapses(r, raw.get("synapses", []), "synapses", cells)
+    synapses = _synapses(r, raw.get("synapses", []), "synapses", cells, directory)
     stimuli = tuple(
         _stimulus(r, s, f"stimuli[{i}]", cells)
         for i, s in enumerate(r.seq(raw.get("stimuli", []), "stimuli"))
