@@ -169,6 +169,16 @@ def _first_bad_state(model, y, threshold):
             else:
                 j = int(np.argmax(np.where(bad, np.abs(val), -np.inf)))
             return label, int(idx[j]), float(val[j]), mech
+    # Any other state (e.g. synapse states): named by its path in the State.
+    for path, val in jax.tree_util.tree_flatten_with_path(y)[0]:
+        name = jax.tree_util.keystr(tuple(path)).lstrip(".")
+        if name.startswith(("v", "gates")) or not eqx.is_inexact_array(val):
+            continue
+        val = np.asarray(val).ravel()
+        bad = _bad_np(val, threshold)
+        if np.any(bad):
+            j = int(np.argmax(bad))
+            return f"{name}[{j}]", None, float(val[j]), None
     return None
 
 
@@ -308,7 +318,9 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
                     function="voltage system solve (lineax)",
                     inputs=inputs,
                     outputs={"dv [mV]": float(sol[comp])},
-                    culprit_location=model.layout.describe(comp),
+                    culprit_location=None
+                    if comp is None
+                    else model.layout.describe(comp),
                 )
             continue
         group = model.mechanisms[rec["group"]]
@@ -351,7 +363,7 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
                 function=func,
                 inputs=inputs,
                 outputs={k: float(x[j]) for k, x in outs.items()},
-                culprit_location=model.layout.describe(comp),
+                culprit_location=None if comp is None else model.layout.describe(comp),
             )
     return None
 
@@ -380,7 +392,7 @@ def _explain_step(model, solver, ts, k, y, ss, threshold, kind) -> Diagnosis:
         t1=float(t1),
         state=label,
         compartment=comp,
-        location=model.layout.describe(comp),
+        location=None if comp is None else model.layout.describe(comp),
         value=value,
         notes=notes,
     )
@@ -401,6 +413,13 @@ def _explain_step(model, solver, ts, k, y, ss, threshold, kind) -> Diagnosis:
     if culprit is not None:
         return dataclasses.replace(culprit, **base)
     # No function produced a non-finite value: the state update did.
+    if comp is None:  # a state outside v and the mechanisms' gates (synapses)
+        return Diagnosis(
+            **base,
+            stage="state update",
+            function=f"{type(solver).__name__}.step",
+            inputs={"dt [ms]": float(t1 - t0)},
+        )
     inputs = {"dt [ms]": float(t1 - t0), "v0 [mV]": float(y.v[comp])}
     for group, gates in zip(model.mechanisms, y.gates, strict=True):
         where = np.nonzero(np.asarray(group.index) == comp)[0]
@@ -419,7 +438,7 @@ def _explain_step(model, solver, ts, k, y, ss, threshold, kind) -> Diagnosis:
         mechanism=mech,
         function=f"{type(solver).__name__}.step",
         inputs=inputs,
-        culprit_location=model.layout.describe(comp),
+        culprit_location=None if comp is None else model.layout.describe(comp),
     )
 
 
@@ -435,7 +454,7 @@ def _explain_initial(model, y0, threshold, kind) -> Diagnosis:
         step=-1,
         state=label,
         compartment=comp,
-        location=model.layout.describe(comp),
+        location=None if comp is None else model.layout.describe(comp),
         value=value,
     )
     culprit = _culprit_from_records(pmodel, rec.records, threshold)
