@@ -247,8 +247,11 @@ def load_spec(
 
     Everything is validated before anything is built: unknown keys, missing keys,
     wrong types, non-positive geometry, unknown parents, cycles, unknown mechanisms,
-    sections, solvers and dtypes are reported as one `SpecError` naming the file and
-    the key path.
+    synapse kinds and parameters, sections, sites, solvers and dtypes, and malformed
+    SWC files (`"swc"`, read with `stable_ode.load_swc`) are reported as one
+    `SpecError` naming the file and the key path (and the SWC file and line).
+    Synapses become one vectorised `stable_ode.Connections` per kind and set of
+    parameter names (see `connections_spec`).
 
     **Arguments:**
 
