@@ -116,7 +116,7 @@ class Trainable(eqx.Module):
                 if sel.name not in _field_names(group.synapse):
                     raise ValueError(f"synapse group {sel.target!r} has no parameter {sel.name!r}")
                 n = group.pre.shape[0]
-                labels = [0] * n if sel.per == "all" else list(range(n))
+                labels = [0] * n if sel.per == "all" else [(gi, k) for k in range(n)]
                 out.append((gi, np.arange(n), labels))
             what = f"synapse group {sel.target!r}"
         if not any(len(k) for _, k, _ in out):
