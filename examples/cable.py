@@ -1,6 +1,6 @@
 """An HH cable: a spike travelling along the axon, BackwardEuler vs CrankNicolson.
 
-    python examples/cable.py [--small] [--out cable.png]
+python examples/cable.py [--small] [--out cable.png]
 """
 
 import argparse
@@ -38,7 +38,9 @@ def main(argv=None):
     }
     for name, sol in sols.items():
         t = np.asarray(sol.ts)
-        peaks = {k: float(t[np.argmax(np.asarray(v))]) for k, v in sol.recordings.items()}
+        peaks = {
+            k: float(t[np.argmax(np.asarray(v))]) for k, v in sol.recordings.items()
+        }
         print(f"{name}: peak times (ms) {peaks}")
         x0, x1 = peaks["x=0.0"], peaks["x=1.0"]
         if x1 > x0:
@@ -55,7 +57,12 @@ def main(argv=None):
     fig, ax = plt.subplots(figsize=(8, 3.5))
     for name, sol in sols.items():
         for k, v in sol.recordings.items():
-            ax.plot(sol.ts, v, ls="-" if name == "BackwardEuler" else "--", label=f"{name} {k}")
+            ax.plot(
+                sol.ts,
+                v,
+                ls="-" if name == "BackwardEuler" else "--",
+                label=f"{name} {k}",
+            )
     ax.set(xlabel="t (ms)", ylabel="v (mV)", title=f"HH cable, {n} compartments")
     ax.legend(fontsize=7)
     fig.tight_layout()

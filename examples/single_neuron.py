@@ -1,6 +1,6 @@
 """A single HH compartment: spikes, an f-I curve by `jax.vmap`, and a gradient.
 
-    python examples/single_neuron.py [--small] [--out single_neuron.png]
+python examples/single_neuron.py [--small] [--out single_neuron.png]
 """
 
 import argparse
@@ -45,7 +45,10 @@ def main(argv=None):
         )
     )(amps)
     rates = counts / (t1 - 5.0) * 1000
-    print("f-I curve (nA -> Hz):", [(round(float(a), 3), float(r)) for a, r in zip(amps, rates)])
+    print(
+        "f-I curve (nA -> Hz):",
+        [(round(float(a), 3), float(r)) for a, r in zip(amps, rates)],
+    )
 
     grad = jax.grad(lambda a: jnp.mean(run(a).recordings["soma"]))(jnp.asarray(0.1))
     print(f"d mean(v) / d amplitude = {float(grad):.3f} mV/nA")

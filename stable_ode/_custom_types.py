@@ -4,6 +4,7 @@ from typing import TypeAlias
 
 from jaxtyping import Array, ArrayLike, Float, Int
 
+
 #: Membrane potential per compartment, mV.
 Voltage: TypeAlias = Float[Array, " ncomp"]
 #: Membrane current density per compartment, mA/cm².

@@ -67,7 +67,8 @@ def _grid(t0: float, t1: float, dt: float, name: str) -> int:
     k = round(n)
     if k < 1 or abs(n - k) > 1e-6 * max(1.0, n):
         raise ValueError(
-            f"{name}={dt} must divide t1 - t0 = {t1 - t0} ms into a whole number of steps"
+            f"{name}={dt} must divide t1 - t0 = {t1 - t0} ms into a whole number "
+            "of steps"
         )
     return k
 

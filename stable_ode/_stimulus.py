@@ -61,7 +61,9 @@ class Stimuli(eqx.Module):
         out = jnp.zeros((ncomp,), dtype)
         if self.step_index.shape[0]:
             on = (t >= self.step_delay) & (t < self.step_delay + self.step_duration)
-            amp = jnp.where(on, self.step_amplitude, jnp.zeros_like(self.step_amplitude))
+            amp = jnp.where(
+                on, self.step_amplitude, jnp.zeros_like(self.step_amplitude)
+            )
             out = out.at[self.step_index].add(amp)
         if self.trace_index.shape[0]:
             nsamp = self.trace_values.shape[1]
@@ -69,7 +71,9 @@ class Stimuli(eqx.Module):
             valid = (k >= 0) & (k < nsamp)
             kk = jnp.clip(k, 0, nsamp - 1).astype(jnp.int32)
             vals = jnp.take_along_axis(self.trace_values, kk[:, None], axis=1)[:, 0]
-            out = out.at[self.trace_index].add(jnp.where(valid, vals, jnp.zeros_like(vals)))
+            out = out.at[self.trace_index].add(
+                jnp.where(valid, vals, jnp.zeros_like(vals))
+            )
         return out
 
     def edges(self) -> Float[Array, " nedge"]:
@@ -90,7 +94,9 @@ class Stimuli(eqx.Module):
         ts = [delay, delay + np.asarray(self.step_duration)]  # numpy: works under jit
         for i in range(self.trace_index.shape[0]):
             n = self.trace_values.shape[1]
-            ts.append(float(self.trace_delay[i]) + float(self.trace_dt[i]) * np.arange(n + 1))
+            ts.append(
+                float(self.trace_delay[i]) + float(self.trace_dt[i]) * np.arange(n + 1)
+            )
         return np.unique(np.concatenate([np.ravel(t) for t in ts]).astype(float))
 
 

@@ -34,6 +34,13 @@ def _field_names(module) -> set[str]:
     return {f.name for f in dataclasses.fields(module)}
 
 
+def _where(sel: "_Selection", gi: int):
+    """The accessor of the selected field in mechanism or synapse group `gi`."""
+    if sel.kind == "mechanism":
+        return lambda m: getattr(m.mechanisms[gi].mechanism, sel.name)
+    return lambda m: getattr(m.synapses[gi].synapse, sel.name)
+
+
 class _Selection(eqx.Module):
     kind: Literal["mechanism", "synapse"] = eqx.field(static=True)
     target: type | str = eqx.field(static=True)
@@ -64,7 +71,9 @@ class Trainable(eqx.Module):
         all selected compartments (`per="all"`), one per section, or one per
         compartment."""
         if per not in ("all", "section", "compartment"):
-            raise ValueError(f"per must be 'all', 'section' or 'compartment', got {per!r}")
+            raise ValueError(
+                f"per must be 'all', 'section' or 'compartment', got {per!r}"
+            )
         secs = None if sections is None else tuple(tuple(s) for s in sections)
         sel = _Selection("mechanism", mechanism, name, secs, per)
         return Trainable(self.selections + (sel,))
@@ -81,7 +90,9 @@ class Trainable(eqx.Module):
         synapse or one shared value."""
         if per not in ("all", "synapse"):
             raise ValueError(f"per must be 'all' or 'synapse', got {per!r}")
-        return Trainable(self.selections + (_Selection("synapse", group, name, None, per),))
+        return Trainable(
+            self.selections + (_Selection("synapse", group, name, None, per),)
+        )
 
     def _slots(self, model: MembraneModel, sel: _Selection):
         """`[(group index, entry indices, tie labels)]` for one selection."""
@@ -96,11 +107,16 @@ class Trainable(eqx.Module):
                     )
                 comps = np.asarray(group.index)
                 where = [
-                    (model.layout.compartments[c].cell, model.layout.compartments[c].section)
+                    (
+                        model.layout.compartments[c].cell,
+                        model.layout.compartments[c].section,
+                    )
                     for c in comps
                 ]
                 keep = [
-                    k for k, w in enumerate(where) if sel.sections is None or w in sel.sections
+                    k
+                    for k, w in enumerate(where)
+                    if sel.sections is None or w in sel.sections
                 ]
                 labels = {
                     "all": [0] * len(keep),
@@ -114,13 +130,17 @@ class Trainable(eqx.Module):
                 if group.name != sel.target:
                     continue
                 if sel.name not in _field_names(group.synapse):
-                    raise ValueError(f"synapse group {sel.target!r} has no parameter {sel.name!r}")
+                    raise ValueError(
+                        f"synapse group {sel.target!r} has no parameter {sel.name!r}"
+                    )
                 n = group.pre.shape[0]
                 labels = [0] * n if sel.per == "all" else [(gi, k) for k in range(n)]
                 out.append((gi, np.arange(n), labels))
             what = f"synapse group {sel.target!r}"
         if not any(len(k) for _, k, _ in out):
-            raise ValueError(f"Trainable: no {what} entries match {sel.name!r} / {sel.sections}")
+            raise ValueError(
+                f"Trainable: no {what} entries match {sel.name!r} / {sel.sections}"
+            )
         # Tie labels across groups into value indices.
         order: dict = {}
         slots = []
@@ -130,9 +150,7 @@ class Trainable(eqx.Module):
         return slots, len(order)
 
     def _leaf(self, model, sel, gi):
-        if sel.kind == "mechanism":
-            return getattr(model.mechanisms[gi].mechanism, sel.name)
-        return getattr(model.synapses[gi].synapse, sel.name)
+        return _where(sel, gi)(model)
 
     def init(self, model: MembraneModel) -> tuple:
         """The current values of the selected parameters (tied entries averaged)."""
@@ -162,12 +180,5 @@ class Trainable(eqx.Module):
             for gi, keep, tie in slots:
                 leaf = self._leaf(model, sel, gi)
                 new = leaf.at[keep].set(p[tie].astype(leaf.dtype))
-                if sel.kind == "mechanism":
-                    model = eqx.tree_at(
-                        lambda m: getattr(m.mechanisms[gi].mechanism, sel.name), model, new
-                    )
-                else:
-                    model = eqx.tree_at(
-                        lambda m: getattr(m.synapses[gi].synapse, sel.name), model, new
-                    )
+                model = eqx.tree_at(_where(sel, gi), model, new)
         return model

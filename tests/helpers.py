@@ -1,7 +1,6 @@
 """Shared test helpers: small models, tolerance checks, finite differences."""
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -17,8 +16,14 @@ def tree_allclose(x, y, *, rtol=1e-5, atol=1e-8):
 
 
 def hh_compartment(
-    *, diameter=20.0, amplitude=0.1, delay=5.0, duration=40.0, dtype=jnp.float64,
-    celsius=6.3, v_init=-65.0,
+    *,
+    diameter=20.0,
+    amplitude=0.1,
+    delay=5.0,
+    duration=40.0,
+    dtype=jnp.float64,
+    celsius=6.3,
+    v_init=-65.0,
 ):
     """A single HH compartment (length = diameter) with a step current."""
     cell = so.Cell(
@@ -38,8 +43,15 @@ def hh_compartment(
 
 
 def hh_cable(
-    *, n=10, length=200.0, diameter=2.0, amplitude=0.2, delay=1.0, duration=20.0,
-    dtype=jnp.float64, ra=100.0,
+    *,
+    n=10,
+    length=200.0,
+    diameter=2.0,
+    amplitude=0.2,
+    delay=1.0,
+    duration=20.0,
+    dtype=jnp.float64,
+    ra=100.0,
 ):
     """An HH cable with a step current at its 0 end, recorded at both ends."""
     cell = so.Cell(
@@ -73,5 +85,7 @@ def finite_difference_grad(f, x, eps=1e-6):
     for i in np.ndindex(x.shape):
         e = np.zeros_like(x)
         e[i] = eps * max(1.0, abs(x[i]))
-        g[i] = (float(f(jnp.asarray(x + e))) - float(f(jnp.asarray(x - e)))) / (2 * e[i])
+        g[i] = (float(f(jnp.asarray(x + e))) - float(f(jnp.asarray(x - e)))) / (
+            2 * e[i]
+        )
     return g

@@ -8,10 +8,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
+from helpers import (
+    ALL_SOLVERS,
+    CABLE_SOLVERS,
+    finite_difference_grad,
+    hh_cable,
+    spike_times,
+)
 
 import stable_ode as so
-
-from helpers import ALL_SOLVERS, CABLE_SOLVERS, finite_difference_grad, hh_cable, spike_times
 
 
 def passive_cable(dtype=jnp.float64, amplitude=0.05):
@@ -57,7 +62,8 @@ def test_passive_exact_solution_is_a_fixed_point_check():
 
 
 @pytest.mark.parametrize(
-    "solver, order", [(so.ExponentialEuler(), 1), (so.BackwardEuler(), 1), (so.CrankNicolson(), 2)]
+    "solver, order",
+    [(so.ExponentialEuler(), 1), (so.BackwardEuler(), 1), (so.CrankNicolson(), 2)],
 )
 def test_convergence_order_passive_cable(solver, order):
     model = passive_cable()
@@ -83,8 +89,11 @@ def test_crank_nicolson_does_not_ring():
         axial_resistivity=100.0,
     )
     model = so.build(
-        [cell], [so.StepCurrent(so.Site("c", "s", 0.5), 0.1, 1.0, 1e3)], dtype=jnp.float64
+        [cell],
+        [so.StepCurrent(so.Site("c", "s", 0.5), 0.1, 1.0, 1e3)],
+        dtype=jnp.float64,
     )
+
     def run(solver, dt):
         v = so.simulate(model, 3.0, dt, solver=solver).recordings["v"]
         return np.asarray(v)[:: round(0.025 / dt)]
@@ -169,7 +178,10 @@ def test_vmap_matches_loop():
         lambda a: _peak(eqx.tree_at(lambda m: m.stimuli.step_amplitude, model, a[None]))
     )(amps)
     l2 = jnp.stack(
-        [_peak(eqx.tree_at(lambda m: m.stimuli.step_amplitude, model, a[None])) for a in amps]
+        [
+            _peak(eqx.tree_at(lambda m: m.stimuli.step_amplitude, model, a[None]))
+            for a in amps
+        ]
     )
     np.testing.assert_allclose(b2, l2, rtol=1e-10)
 
@@ -204,7 +216,7 @@ def test_grad_wrt_conductances_matches_finite_differences():
 
 
 class Kdr(so.AbstractMechanism):
-    """A user's delayed-rectifier K channel written as (inf, tau) — the docs' example."""
+    """A user's delayed-rectifier K channel, (inf, tau) form: the docs' example."""
 
     gbar: float = 0.036  # S/cm²
     ek: float = -77.0  # mV
@@ -227,7 +239,9 @@ def test_user_mechanism():
         [so.Insert(so.Passive(g=1e-4, e=-65.0)), so.Insert(Kdr())],
     )
     site = so.Site("c", "soma")
-    model = so.build([cell], [so.StepCurrent(site, 0.2, 1.0, 50.0)], [so.Recording("v", site)])
+    model = so.build(
+        [cell], [so.StepCurrent(site, 0.2, 1.0, 50.0)], [so.Recording("v", site)]
+    )
     # Steady state at v_init from the (inf, tau) form.
     n0 = model.init_state().gates[1]["n"]
     np.testing.assert_allclose(n0, jax.nn.sigmoid((-65.0 + 53.0) / 15.0))

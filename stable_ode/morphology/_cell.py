@@ -34,7 +34,9 @@ class Section(eqx.Module):
 
     def __check_init__(self):
         if not (self.length > 0):
-            raise ValueError(f"Section {self.name!r}: length must be > 0 µm, got {self.length}")
+            raise ValueError(
+                f"Section {self.name!r}: length must be > 0 µm, got {self.length}"
+            )
         if not (self.diameter > 0):
             raise ValueError(
                 f"Section {self.name!r}: diameter must be > 0 µm, got {self.diameter}"
@@ -57,7 +59,9 @@ class Insert(eqx.Module):
     mechanism: AbstractMechanism
     sections: tuple[str, ...] | None = None
 
-    def __init__(self, mechanism: AbstractMechanism, sections: Sequence[str] | None = None):
+    def __init__(
+        self, mechanism: AbstractMechanism, sections: Sequence[str] | None = None
+    ):
         if not isinstance(mechanism, AbstractMechanism):
             raise TypeError(
                 f"Insert expects an AbstractMechanism instance, got {mechanism!r}"
@@ -120,7 +124,9 @@ class Cell(eqx.Module):
             seen, p = set(), s
             while p is not None:
                 if p in seen:
-                    raise ValueError(f"Cell {name!r}: sections form a cycle through {p!r}")
+                    raise ValueError(
+                        f"Cell {name!r}: sections form a cycle through {p!r}"
+                    )
                 seen.add(p)
                 p = parent[p]
         for ins in self.mechanisms:
@@ -133,10 +139,13 @@ class Cell(eqx.Module):
                     )
         if not (axial_resistivity > 0):
             raise ValueError(
-                f"Cell {name!r}: axial_resistivity must be > 0 Ω·cm, got {axial_resistivity}"
+                f"Cell {name!r}: axial_resistivity must be > 0 Ω·cm, "
+                f"got {axial_resistivity}"
             )
         if not (capacitance > 0):
-            raise ValueError(f"Cell {name!r}: capacitance must be > 0 µF/cm², got {capacitance}")
+            raise ValueError(
+                f"Cell {name!r}: capacitance must be > 0 µF/cm², got {capacitance}"
+            )
 
     def section(self, name: str) -> Section:
         for s in self.sections:

@@ -28,8 +28,11 @@ def half_conductance(sec: Section, ra: float) -> float:
 
     Resistance `Ra·(L/2n) / (π·(d/2)²)` with µm converted to cm.
     """
-    r = ra * (sec.length / (2 * sec.n_compartments)) * 1e-4 / (
-        math.pi * (sec.diameter / 2) ** 2 * 1e-8
+    r = (
+        ra
+        * (sec.length / (2 * sec.n_compartments))
+        * 1e-4
+        / (math.pi * (sec.diameter / 2) ** 2 * 1e-8)
     )
     return 1.0 / r
 
@@ -74,7 +77,9 @@ def discretise(cells: list[Cell]):
         ra = cell.axial_resistivity
         off = offsets[cell.name]
         # Junction nodes at the 0 and 1 ends of each section, created on demand.
-        node_members: dict[tuple[str, float], list[tuple[int, float]]] = defaultdict(list)
+        node_members: dict[tuple[str, float], list[tuple[int, float]]] = defaultdict(
+            list
+        )
         for sec in cell.sections:
             g_half = half_conductance(sec, ra)
             start = off[sec.name]
@@ -93,7 +98,9 @@ def discretise(cells: list[Cell]):
             if 0.0 < x < 1.0:
                 # Straight to the parent's compartment containing x, through the
                 # child's own half resistance.
-                edges.append((off[parent.name] + compartment_of(parent, x), start, g_half))
+                edges.append(
+                    (off[parent.name] + compartment_of(parent, x), start, g_half)
+                )
             else:
                 key = (parent.name, x)
                 if not node_members[key]:
