@@ -13,8 +13,11 @@ def small_model():
     dend = so.Section("dend", 100.0, 1.0, 3, parent="soma")
     axon = so.Section("axon", 100.0, 1.0, 2, parent="soma", parent_position=0.0)
     cells = [
-        so.Cell("a", [soma, dend, axon], [so.Insert(so.HH(), ["soma", "axon"]),
-                                          so.Insert(so.Passive(), ["dend"])]),
+        so.Cell(
+            "a",
+            [soma, dend, axon],
+            [so.Insert(so.HH(), ["soma", "axon"]), so.Insert(so.Passive(), ["dend"])],
+        ),
         so.Cell("b", [so.Section("soma", 20.0, 20.0, 1)], [so.Insert(so.HH())]),
     ]
     sa, sb = so.Site("a", "soma"), so.Site("b", "soma")
