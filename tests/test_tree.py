@@ -18,7 +18,7 @@ from stable_ode.morphology import (
     TridiagonalCoupling,
 )
 from stable_ode.morphology._discretise import discretise, half_conductance
-from stable_ode.morphology._tree import tree_coupling
+from stable_ode.morphology._tree import tree_coupling, tree_plan
 
 
 def random_forest(rng, n, n_roots=1):
@@ -130,6 +130,120 @@ def test_tree_solve_vmap():
     for k in range(3):
         op = TreeLinearOperator(diags[k], off, jnp.asarray(parent), schedule)
         assert jnp.allclose(x[k], jnp.linalg.solve(op.as_matrix(), b[k]), rtol=1e-10)
+
+
+def star_of_paths(n_arms, arm):
+    """Parent array: node 0 with `n_arms` paths of `arm` nodes hanging from it."""
+    parent = [0]
+    for _ in range(n_arms):
+        parent += [0] + list(range(len(parent), len(parent) + arm - 1))
+    return np.asarray(parent)
+
+
+# (parent array, tree_plan kwargs): random forests (many separators, some
+# adjacent), a path (no separator), one node, a star of paths, chains cut short
+# (max_chain=1: every other node a separator), and the reduced system solved by
+# its scan instead of unrolled (unroll_limit=0).
+PLAN_CASES = [
+    (random_forest(np.random.default_rng(0), 40, 1), {}),
+    (random_forest(np.random.default_rng(1), 57, 3), {}),
+    (random_forest(np.random.default_rng(2), 33, 2), dict(unroll_limit=0)),
+    (np.concatenate([[0], np.arange(29)]), {}),
+    (np.zeros(1, np.int64), {}),
+    (star_of_paths(5, 7), {}),
+    (star_of_paths(4, 9), dict(max_chain=1)),
+    (random_forest(np.random.default_rng(3), 45, 2), dict(max_chain=2)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(PLAN_CASES)))
+def test_tree_plan_solve_matches_dense(case):
+    parent, kwargs = PLAN_CASES[case]
+    n = parent.shape[0]
+    rng = np.random.default_rng(100 + case)
+    plan = tree_plan(parent, **kwargs)
+    schedule = jnp.asarray(hines_schedule(parent))
+    parent_j = jnp.asarray(parent)
+    diag, off = random_operator(rng, parent, dominant=case % 2 == 0)
+    b = jnp.asarray(rng.normal(size=n))
+    w = jnp.asarray(rng.normal(size=n))
+
+    @jax.jit
+    def run(diag, off, b):
+        def solve(diag, off, b, which):
+            op = TreeLinearOperator(
+                diag, off, parent_j, schedule, plan if which == "plan" else None
+            )
+            if which == "dense":
+                return jnp.linalg.solve(op.as_matrix(), b)
+            return lx.linear_solve(op, b, TreeSolver()).value
+
+        def loss(diag, off, b, which):
+            return jnp.sum(w * jnp.tanh(solve(diag, off, b, which)))
+
+        out = {}
+        for which in ("plan", "scan", "dense"):
+            out[which] = (
+                solve(diag, off, b, which),
+                jax.grad(loss, argnums=(0, 1, 2))(diag, off, b, which),
+                jax.jvp(lambda *a, k=which: solve(*a, k), (diag, off, b), (w, off, w))[
+                    1
+                ],
+            )
+        return out
+
+    out = run(diag, off, b)
+    x, grads, tangent = out["plan"]
+    op = TreeLinearOperator(diag, off, parent_j, schedule, plan)
+    assert jnp.allclose(op.mv(x), b, rtol=1e-10, atol=1e-12)
+    for other in ("dense", "scan"):
+        x_o, grads_o, tangent_o = out[other]
+        assert jnp.allclose(x, x_o, rtol=1e-10, atol=1e-12), other
+        for g, g_o in zip(grads, grads_o, strict=True):
+            assert jnp.allclose(g, g_o, rtol=1e-8, atol=1e-10), other
+        assert jnp.allclose(tangent, tangent_o, rtol=1e-8, atol=1e-10), other
+
+
+def test_tree_plan_structure():
+    # A star of 5 arms × 7: one separator (the centre) and 5 chains of 7.
+    plan = tree_plan(star_of_paths(5, 7))
+    assert plan.separators.tolist() == [0]
+    assert plan.node.shape == (5, 7)
+    # A path needs no separator: one chain, i.e. one tridiagonal solve.
+    path = tree_plan(np.concatenate([[0], np.arange(29)]))
+    assert path.separators.shape == (0,) and path.node.shape == (1, 30)
+    # Long unbranched runs among short ones are cut so that padding stays O(n).
+    parent = star_of_paths(20, 2)
+    parent = np.concatenate([parent, [3], np.arange(41, 41 + 399)])  # a 400-long arm
+    plan = tree_plan(parent)
+    assert plan.node.size <= 2 * parent.shape[0] + 64
+    with pytest.raises(ValueError, match="cycle"):
+        tree_plan(np.array([1, 2, 0]))
+    with pytest.raises(ValueError, match="max_chain"):
+        tree_plan(np.zeros(3, np.int64), max_chain=0)
+
+
+def test_tree_plan_solve_vmap_and_float32():
+    parent = random_forest(np.random.default_rng(12), 30, 2)
+    rng = np.random.default_rng(13)
+    plan = tree_plan(parent)
+    schedule = jnp.asarray(hines_schedule(parent))
+    diags = jnp.stack([random_operator(rng, parent)[0] for _ in range(3)])
+    _, off = random_operator(rng, parent)
+    b = jnp.asarray(rng.normal(size=(3, 30)))
+
+    def solve(d, off, b):
+        op = TreeLinearOperator(d, off, jnp.asarray(parent), schedule, plan)
+        return lx.linear_solve(op, b, TreeSolver()).value
+
+    x = jax.jit(jax.vmap(solve, in_axes=(0, None, 0)))(diags, off, b)
+    for k in range(3):
+        op = TreeLinearOperator(diags[k], off, jnp.asarray(parent), schedule)
+        assert jnp.allclose(x[k], jnp.linalg.solve(op.as_matrix(), b[k]), rtol=1e-10)
+    f32 = [a.astype(jnp.float32) for a in (diags[0], off, b[0])]
+    x32 = jax.jit(solve)(*f32)
+    assert x32.dtype == jnp.float32
+    assert jnp.allclose(x32.astype(jnp.float64), x[0], rtol=1e-4, atol=1e-5)
 
 
 def test_tree_solver_rejects_other_operators():

@@ -9,11 +9,21 @@ is vectorised: the nodes are grouped into *chunks* of mutually independent nodes
 (no node shares a chunk with its parent), every chunk is eliminated at once — a
 gather, a division and a scatter-add into the parents — and a `lax.scan` walks
 the chunks (leaves first), then back again for the back-substitution.
+
+That scan is the fallback. With a `TreePlan` (which `tree_coupling` always
+attaches) the solve is a Schur complement over the tree's *chains*: the nodes of
+degree ≥ 3 (and a few cut points that bound the chains' length) are
+*separators*; removing them leaves unbranched paths, each a tridiagonal block,
+all solved at once by one batched LAPACK `gtsv` call with three right-hand
+sides; the separators form a small tree of their own (the reduced system),
+solved by an unrolled Hines elimination written with gathers; one fused update
+recovers the chains. A fixed number of kernels per solve, whatever the depth.
 """
 
 import heapq
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import lineax as lx
@@ -89,6 +99,317 @@ def hines_schedule(parent: np.ndarray, width: int | None = None) -> np.ndarray:
     return out
 
 
+def _paths(neighbours: list[list[int]], separator: np.ndarray) -> list[list[int]]:
+    """The connected parts of a forest without its `separator` nodes, each an
+    unbranched path (all its nodes have degree ≤ 2), listed end to end."""
+    seen = separator.copy()
+    paths = []
+    for start in range(separator.shape[0]):
+        if seen[start]:
+            continue
+        prev, end = -1, start  # walk to one end of the path
+        while True:
+            step = [w for w in neighbours[end] if not separator[w] and w != prev]
+            if not step:
+                break
+            prev, end = end, step[0]
+        path = [end]
+        seen[end] = True
+        while True:
+            step = [w for w in neighbours[path[-1]] if not separator[w] and not seen[w]]
+            if not step:
+                break
+            path.append(step[0])
+            seen[step[0]] = True
+        paths.append(path)
+    return paths
+
+
+class TreePlan(eqx.Module):
+    """Static index structure of the chain/Schur-complement tree solve (`tree_plan`).
+
+    The `n` nodes split into `m` separators and `n_chains` chains, padded to
+    `length` nodes each (padding index `n`). Every chain touches at most two
+    separators, through its first and last node; the separators form a forest
+    (the reduced system) whose links are chains or direct edges.
+
+    **Fields** (int arrays; padding separator `m`, padding chain end `2·n_chains`):
+
+    - `node`, `sub`: `(n_chains, length)`: node at each chain position, and the
+      `off_diagonal` index of the edge to the next position.
+    - `first_sep`, `last_sep`, `first_edge`, `last_edge`, `last_pos`: per chain,
+      the separators at its two ends, the edges to them, and its last position.
+    - `separators`: `(m,)` node index of each separator.
+    - `end_index`: `(m, k)`: the chain ends (first ends `0..n_chains-1`, last ends
+      after) attached to each separator.
+    - `reduced_parent`, `reduced_source`: the reduced forest, and where each
+      separator's link value comes from (a chain, or an `off_diagonal` entry).
+    - `reduced_children`, `reduced_chunks`: the reduced forest's Hines chunks,
+      as per-node children lists (`(chunks, m, k)`) and masks (`(chunks, m)`),
+      or `reduced_schedule` (`hines_schedule`) for a scan when it is large.
+    - `gather`: `(n,)` position of each node in `concat(chains.ravel(), seps)`.
+    """
+
+    node: Int[Array, "chains length"]
+    sub: Int[Array, "chains length"]
+    first_sep: Int[Array, " chains"]
+    last_sep: Int[Array, " chains"]
+    first_edge: Int[Array, " chains"]
+    last_edge: Int[Array, " chains"]
+    last_pos: Int[Array, " chains"]
+    separators: Int[Array, " m"]
+    end_index: Int[Array, "m k"]
+    reduced_parent: Int[Array, " m"]
+    reduced_source: Int[Array, " m"]
+    reduced_children: Int[Array, "chunks m k"] | None
+    reduced_chunks: Array | None
+    reduced_schedule: Int[Array, "chunks width"] | None
+    gather: Int[Array, " n"]
+
+
+def tree_plan(
+    parent: np.ndarray, max_chain: int | None = None, unroll_limit: int = 4096
+) -> TreePlan:
+    """The `TreePlan` of a forest, for `TreeLinearOperator(..., plan=...)`.
+
+    **Arguments:**
+
+    - `parent`: `parent[i]` is the parent of node `i`, or `i` itself for a root.
+    - `max_chain`: longest chain; longer unbranched runs are cut by extra
+      separators. `None` picks it so the padded chains hold at most `2n + 64`
+      slots (chains are padded to the longest).
+    - `unroll_limit`: the reduced system's Hines elimination is unrolled at trace
+      time (one fused update per level) while `separators × levels` is at most
+      this, and a `lax.scan` over `hines_schedule` chunks otherwise.
+
+    **Returns:** a `TreePlan`. Python work is O(n).
+    """
+    parent = np.asarray(parent, dtype=np.int64)
+    n = parent.shape[0]
+    hines_schedule(parent)  # rejects cycles with a clear error
+    is_root = parent == np.arange(n)
+    neighbours: list[list[int]] = [[] for _ in range(n)]
+    for u in np.flatnonzero(~is_root):
+        neighbours[u].append(int(parent[u]))
+        neighbours[parent[u]].append(int(u))
+    separator = np.array([len(x) >= 3 for x in neighbours], dtype=bool)
+    paths = _paths(neighbours, separator)
+    if max_chain is None:
+        lengths = np.array([len(q) for q in paths] or [1])
+        max_chain = int(lengths.max())
+        while max_chain > 4 and (
+            np.sum(-(-lengths // (max_chain + 1))) * max_chain > 2 * n + 64
+        ):
+            max_chain = max(4, max_chain // 2)
+    if max_chain < 1:
+        raise ValueError(f"max_chain must be >= 1, got {max_chain}")
+    cut = False
+    for q in paths:
+        for j in range(max_chain, len(q), max_chain + 1):
+            separator[q[j]] = cut = True
+    if cut:
+        paths = _paths(neighbours, separator)
+    seps = np.flatnonzero(separator)
+    m, n_chains = seps.shape[0], len(paths)
+    length = max([len(q) for q in paths], default=1)
+    reduced = np.full(n, m)
+    reduced[seps] = np.arange(m)
+
+    def edge(u, w):  # `off_diagonal` index of the edge u–w
+        return u if parent[u] == w and u != w else w
+
+    node = np.full((n_chains, length), n)
+    sub = np.full((n_chains, length), n)
+    first_sep = np.full(n_chains, m)
+    last_sep = np.full(n_chains, m)
+    first_edge = np.full(n_chains, n)
+    last_edge = np.full(n_chains, n)
+    last_pos = np.zeros(n_chains, np.int64)
+    gather = np.empty(n, np.int64)
+    for c, q in enumerate(paths):
+        node[c, : len(q)] = q
+        gather[q] = c * length + np.arange(len(q))
+        last_pos[c] = len(q) - 1
+        sub[c, : len(q) - 1] = [edge(a, b) for a, b in zip(q[:-1], q[1:])]
+        s0 = [w for w in neighbours[q[0]] if separator[w]]
+        s1 = [w for w in neighbours[q[-1]] if separator[w]]
+        if len(q) == 1:  # both ends are the same node: split its separators
+            s0, s1 = s0[:1], s0[1:]
+        if s0:
+            first_sep[c], first_edge[c] = reduced[s0[0]], edge(q[0], s0[0])
+        if s1:
+            last_sep[c], last_edge[c] = reduced[s1[0]], edge(q[-1], s1[0])
+    gather[seps] = n_chains * length + np.arange(m)
+    ends: list[list[int]] = [[] for _ in range(m + 1)]
+    for c in range(n_chains):
+        ends[first_sep[c]].append(c)
+        ends[last_sep[c]].append(n_chains + c)
+    k = max([len(e) for e in ends[:m]] + [1])
+    end_index = np.full((m, k), 2 * n_chains)
+    for s_ in range(m):
+        end_index[s_, : len(ends[s_])] = ends[s_]
+    # The reduced forest: links are chains joining two separators, and edges
+    # between adjacent separators. Its link values live in
+    # concat(chain_values (n_chains), off_diagonal (n), [0]).
+    links = [
+        (first_sep[c], last_sep[c], c)
+        for c in range(n_chains)
+        if first_sep[c] < m and last_sep[c] < m
+    ]
+    links += [
+        (reduced[u], reduced[parent[u]], n_chains + u)
+        for u in seps
+        if not is_root[u] and separator[parent[u]]
+    ]
+    adjacent: list[list[tuple[int, int]]] = [[] for _ in range(m)]
+    for a, b, source in links:
+        adjacent[a].append((b, source))
+        adjacent[b].append((a, source))
+    reduced_parent = np.arange(m)
+    reduced_source = np.full(m, n_chains + n)
+    seen = np.zeros(m, bool)
+    for root in range(m):
+        if seen[root]:
+            continue
+        seen[root] = True
+        queue = [root]
+        for u in queue:
+            for w, source in adjacent[u]:
+                if not seen[w]:
+                    seen[w] = True
+                    reduced_parent[w], reduced_source[w] = u, source
+                    queue.append(w)
+    schedule = hines_schedule(reduced_parent)
+    as_int = lambda a: jnp.asarray(a, jnp.int32)  # noqa: E731
+    children = chunks = reduced_schedule = None
+    if m * schedule.shape[0] <= unroll_limit:
+        kk = 1
+        lists = []
+        for chunk in schedule:
+            kids: list[list[int]] = [[] for _ in range(m)]
+            for u in chunk[chunk < m]:
+                if reduced_parent[u] != u:
+                    kids[reduced_parent[u]].append(int(u))
+            kk = max([kk] + [len(x) for x in kids])
+            lists.append(kids)
+        children = np.full((len(lists), m, kk), m)
+        mask = np.zeros((len(lists), m), bool)
+        for i, (kids, chunk) in enumerate(zip(lists, schedule)):
+            for u in range(m):
+                children[i, u, : len(kids[u])] = kids[u]
+            mask[i, chunk[chunk < m]] = True
+        children, chunks = as_int(children), jnp.asarray(mask)
+    else:
+        reduced_schedule = as_int(schedule)
+    return TreePlan(
+        node=as_int(node),
+        sub=as_int(sub),
+        first_sep=as_int(first_sep),
+        last_sep=as_int(last_sep),
+        first_edge=as_int(first_edge),
+        last_edge=as_int(last_edge),
+        last_pos=as_int(last_pos),
+        separators=as_int(seps),
+        end_index=as_int(end_index),
+        reduced_parent=as_int(reduced_parent),
+        reduced_source=as_int(reduced_source),
+        reduced_children=children,
+        reduced_chunks=chunks,
+        reduced_schedule=reduced_schedule,
+        gather=as_int(gather),
+    )
+
+
+def _hines_scan(diag, off, parent, rhs, schedule):
+    """Hines elimination over `hines_schedule` chunks, as two `lax.scan`s. All
+    inputs carry a trailing padding node (diagonal 1, no coupling, own parent)."""
+
+    def eliminate(carry, chunk):
+        diag, rhs = carry
+        p = parent[chunk]
+        f = off[chunk] / diag[chunk]
+        diag = diag.at[p].add(-f * off[chunk])
+        rhs = rhs.at[p].add(-f * rhs[chunk])
+        return (diag, rhs), None
+
+    (diag, rhs), _ = jax.lax.scan(eliminate, (diag, rhs), schedule)
+
+    def substitute(x, chunk):
+        value = (rhs[chunk] - off[chunk] * x[parent[chunk]]) / diag[chunk]
+        return x.at[chunk].set(value), None
+
+    x, _ = jax.lax.scan(substitute, jnp.zeros_like(rhs), schedule, reverse=True)
+    return x
+
+
+def _hines_unrolled(diag, off, parent, rhs, children, chunks):
+    """Hines elimination unrolled over the chunks, each level one update of the
+    whole (small) vectors through gathers of the children; inputs as `_hines_scan`."""
+    zero = jnp.zeros((1,), diag.dtype)
+    for kids in children:
+        f = off / diag
+        diag = diag - jnp.concatenate([jnp.sum((f * off)[kids], axis=1), zero])
+        rhs = rhs - jnp.concatenate([jnp.sum((f * rhs)[kids], axis=1), zero])
+    x = jnp.zeros_like(rhs)
+    false = jnp.zeros((1,), bool)
+    for mask in chunks[::-1]:
+        mask = jnp.concatenate([mask, false])
+        x = jnp.where(mask, (rhs - off * x[parent]) / diag, x)
+    return x
+
+
+def _schur_solve(plan: TreePlan, diag, off, rhs):
+    """Solve the tree system by chains (batched `gtsv`) + the reduced separator tree.
+
+    Chain `c` is `P_c x_c + o_f e_first x_sf + o_l e_last x_sl = b_c`, so with
+    `[y0, yf, yl] = P_c⁻¹ [b_c, e_first, e_last]`,
+    `x_c = y0 - o_f x_sf yf - o_l x_sl yl`; putting that into the separators'
+    rows leaves the reduced (Schur complement) system, again a forest.
+    """
+    (m,) = plan.separators.shape
+    n_chains, length = plan.node.shape
+    dtype = diag.dtype
+    zero, one = jnp.zeros((1,), dtype), jnp.ones((1,), dtype)
+    diag_e = jnp.concatenate([diag, one])
+    off_e = jnp.concatenate([off, zero])
+    rhs_e = jnp.concatenate([rhs, zero])
+    d = diag_e[plan.node]
+    du = off_e[plan.sub]
+    dl = jnp.concatenate([jnp.zeros((n_chains, 1), dtype), du[:, :-1]], axis=1)
+    of, ol = off_e[plan.first_edge], off_e[plan.last_edge]
+    pos = jnp.arange(length, dtype=plan.last_pos.dtype)
+    unit_first = jnp.broadcast_to((pos == 0).astype(dtype), (n_chains, length))
+    unit_last = (pos[None, :] == plan.last_pos[:, None]).astype(dtype)
+    b = jnp.stack([rhs_e[plan.node], unit_first, unit_last], axis=-1)
+    y = jax.lax.linalg.tridiagonal_solve(dl, d, du, b)
+    y0, yf, yl = y[..., 0], y[..., 1], y[..., 2]
+    chains = jnp.arange(n_chains, dtype=plan.last_pos.dtype)
+    lp = plan.last_pos
+    # Each chain end's contribution to its separator's diagonal and right-hand side.
+    d_end = jnp.concatenate([of**2 * yf[:, 0], ol**2 * yl[chains, lp], zero])
+    r_end = jnp.concatenate([of * y0[:, 0], ol * y0[chains, lp], zero])
+    diag_r = diag_e[plan.separators] - jnp.sum(d_end[plan.end_index], axis=1)
+    rhs_r = rhs_e[plan.separators] - jnp.sum(r_end[plan.end_index], axis=1)
+    links = jnp.concatenate([-of * ol * yl[:, 0], off_e])
+    off_r = links[plan.reduced_source]
+    parent_r = jnp.concatenate(
+        [plan.reduced_parent, jnp.full((1,), m, plan.reduced_parent.dtype)]
+    )
+    args = (
+        jnp.concatenate([diag_r, one]),
+        jnp.concatenate([off_r, zero]),
+        parent_r,
+        jnp.concatenate([rhs_r, zero]),
+    )
+    if plan.reduced_schedule is None:
+        xs = _hines_unrolled(*args, plan.reduced_children, plan.reduced_chunks)
+    else:
+        xs = _hines_scan(*args, plan.reduced_schedule)
+    xc = y0 - (of * xs[plan.first_sep])[:, None] * yf
+    xc = xc - (ol * xs[plan.last_sep])[:, None] * yl
+    return jnp.concatenate([xc.reshape(-1), xs[:m]])[plan.gather]
+
+
 class TreeLinearOperator(lx.AbstractLinearOperator):
     """A symmetric matrix with the sparsity of a forest.
 
@@ -101,12 +422,16 @@ class TreeLinearOperator(lx.AbstractLinearOperator):
     - `off_diagonal`: shape `(n,)`.
     - `parent`: int, shape `(n,)`.
     - `schedule`: the chunks of `hines_schedule(parent)`, int `(n_chunks, width)`.
+    - `plan`: a `TreePlan` of `parent` (`tree_plan(parent)`), or `None`.
+      `TreeSolver` uses the chain/Schur-complement solve when it is given and the
+      chunked Hines scan over `schedule` otherwise; both are exact.
     """
 
     diagonal: Float[Array, " n"]
     off_diagonal: Float[Array, " n"]
     parent: Int[Array, " n"]
     schedule: Int[Array, "chunks width"]
+    plan: "TreePlan | None" = None
 
     def mv(self, vector):
         out = self.diagonal * vector + self.off_diagonal * vector[self.parent]
@@ -147,6 +472,7 @@ def _(operator):
         operator.off_diagonal.conj(),
         operator.parent,
         operator.schedule,
+        operator.plan,
     )
 
 
@@ -169,12 +495,23 @@ def _(operator):
 
 
 class TreeSolver(lx.AbstractLinearSolver):
-    """Hines elimination for `TreeLinearOperator`s, vectorised over chunks.
+    """Exact solver for `TreeLinearOperator`s (Gaussian elimination in tree order).
 
-    Gaussian elimination from the leaves to the roots, then back-substitution, each
-    a `lax.scan` over the operator's chunks of independent nodes (one gather,
-    divide and scatter-add per chunk). O(n) work, `n_chunks` sequential steps (at
-    least the tree's depth), no pivoting: the matrix must be nonsingular with
+    With the operator's `plan` (`tree_plan`; `TreeCoupling` always sets one): the
+    chains between branch points are solved together by one batched LAPACK
+    `gtsv` (`lax.linalg.tridiagonal_solve`, partial pivoting within each chain)
+    for the right-hand side and the two unit vectors at the chain's ends; their
+    Schur complement onto the separators is again a tree, eliminated by an
+    unrolled Hines sweep; a fused update recovers the chains. O(n) work (chains
+    padded to at most ~2n slots) and a fixed number of kernels per solve,
+    independent of the tree's depth.
+
+    Without a plan: Hines' elimination from the leaves to the roots and the
+    back-substitution, each a `lax.scan` over the operator's chunks of
+    independent nodes (one gather, divide and scatter-add per chunk); `n_chunks`
+    sequential steps (at least the tree's depth).
+
+    Neither pivots across branch points: the matrix must be nonsingular with
     nonzero pivots, as NEURON assumes — true for the voltage system, which is
     symmetric and diagonally dominant (compartments have capacitance).
 
@@ -197,27 +534,19 @@ class TreeSolver(lx.AbstractLinearSolver):
         op = state
         dtype = jnp.result_type(op.diagonal, vector)
         (n,) = op.diagonal.shape
+        diag, off = op.diagonal.astype(dtype), op.off_diagonal.astype(dtype)
+        if op.plan is not None:
+            x = _schur_solve(op.plan, diag, off, vector.astype(dtype))
+            return x, lx.RESULTS.successful, {}
         # Padding node `n`: diagonal 1, no coupling, its own parent.
         one, zero = jnp.ones((1,), dtype), jnp.zeros((1,), dtype)
-        diag = jnp.concatenate([op.diagonal.astype(dtype), one])
-        off = jnp.concatenate([op.off_diagonal.astype(dtype), zero])
-        parent = jnp.concatenate([op.parent, jnp.full((1,), n, op.parent.dtype)])
-        rhs = jnp.concatenate([vector.astype(dtype), zero])
-
-        def eliminate(carry, chunk):
-            diag, rhs = carry
-            p = parent[chunk]
-            f = off[chunk] / diag[chunk]
-            diag = diag.at[p].add(-f * off[chunk])
-            rhs = rhs.at[p].add(-f * rhs[chunk])
-            return (diag, rhs), None
-
-        def substitute(x, chunk):
-            value = (rhs[chunk] - off[chunk] * x[parent[chunk]]) / diag[chunk]
-            return x.at[chunk].set(value), None
-
-        (diag, rhs), _ = jax.lax.scan(eliminate, (diag, rhs), op.schedule)
-        x, _ = jax.lax.scan(substitute, jnp.zeros_like(rhs), op.schedule, reverse=True)
+        x = _hines_scan(
+            jnp.concatenate([diag, one]),
+            jnp.concatenate([off, zero]),
+            jnp.concatenate([op.parent, jnp.full((1,), n, op.parent.dtype)]),
+            jnp.concatenate([vector.astype(dtype), zero]),
+            op.schedule,
+        )
         return x[:n], lx.RESULTS.successful, {}
 
     def transpose(self, state: TreeLinearOperator, options: dict[str, Any]):
@@ -253,6 +582,8 @@ class TreeCoupling(AbstractCoupling):
     - `g`: conductance between row `k` and `parent[k]`, S (0 for roots).
     - `parent`: parent row of each row (a root is its own parent).
     - `schedule`: elimination chunks (`hines_schedule`).
+    - `plan`: the chain/Schur-complement plan (`tree_plan`), or `None` to solve
+      with the chunked scan.
     - `rows`: operator row of each compartment, shape `(ncomp,)`.
     - `is_junction`: whether each row is a junction node.
     """
@@ -260,6 +591,7 @@ class TreeCoupling(AbstractCoupling):
     g: Float[Array, " n"]
     parent: Int[Array, " n"]
     schedule: Int[Array, "chunks width"]
+    plan: TreePlan | None
     rows: Int[Array, " ncomp"]
     is_junction: Array
 
@@ -297,7 +629,9 @@ class TreeCoupling(AbstractCoupling):
 
     def operator(self, d, theta):
         diag = self.to_operator_order(d) + theta * self._total()
-        return TreeLinearOperator(diag, -theta * self.g, self.parent, self.schedule)
+        return TreeLinearOperator(
+            diag, -theta * self.g, self.parent, self.schedule, self.plan
+        )
 
     def to_operator_order(self, x):
         return jnp.zeros(self.g.shape, x.dtype).at[self.rows].set(x)
@@ -393,6 +727,7 @@ def tree_coupling(
         g=jnp.asarray(g, dtype),
         parent=jnp.asarray(parent, jnp.int32),
         schedule=jnp.asarray(schedule, jnp.int32),
+        plan=tree_plan(parent),
         rows=jnp.asarray(row[:n_compartments], jnp.int32),
         is_junction=jnp.asarray(order >= n_compartments),
     )

@@ -1,0 +1,250 @@
+"""Branched-cell speed against Jaxley (issue 3, "Performance").
+
+    python -m benchmarks.branched [--quick] [--dtype float32|float64|both] [--profile]
+
+The cell: a binary tree of 15 branches (Jaxley's `parents=[-1, 0, 0, 1, 1, ...]`),
+each 80 µm long, 2 µm in diameter, 8 compartments (120 compartments), HH
+everywhere (NEURON's `hh` at 6.3 °C), Ra = 100 Ω·cm, cm = 1 µF/cm²,
+v_init = -65 mV with gates at steady state, a 0.5 nA step from 5 ms for 40 ms
+into the first compartment of the root branch; 100 ms at dt = 0.025 ms,
+recording the voltage at that compartment and at the far end of the last
+branch at every step. Branch children attach at their parent's 1 end, so every
+branch point is a membrane-less junction node (NEURON's discretisation; Jaxley
+0.14 uses the same).
+
+Ours: `simulate(..., solver=BackwardEuler())` (the tree solve: chains by one
+batched `gtsv` + the reduced junction tree, `TreeSolver` with a `TreePlan`)
+against Jaxley's `bwd_euler` (DHS solver, `jaxley.dhs.cpu`). Conventions as in
+`benchmarks/forward.py`: jitted, parameters as arguments, one compiling call,
+then the median of interleaved calls; `max |Δv|` checks that both computed
+the same thing. Each dtype runs in its own subprocess (x64 is global).
+`--profile` adds where our time goes (µs per step and loop kernels).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+from .forward import _dtype
+
+
+PARENTS = (-1, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6)
+LENGTH, DIAMETER, N_COMP = 80.0, 2.0, 8  # µm, µm, per branch
+RA, CM, V_INIT, CELSIUS = 100.0, 1.0, -65.0, 6.3
+AMPLITUDE, DELAY, DURATION = 0.5, 5.0, 40.0  # nA, ms, ms (3 spikes)
+T_MAX, DT = 100.0, 0.025  # ms
+RECORD = ((0, 0.0), (len(PARENTS) - 1, 1.0))  # (branch, position)
+
+
+def build_ours(dtype):
+    """The stable_ode `MembraneModel` of the benchmark cell."""
+    import stable_ode as so
+
+    sections = [
+        so.Section(f"b{k}", LENGTH, DIAMETER, N_COMP, None if p < 0 else f"b{p}", 1.0)
+        for k, p in enumerate(PARENTS)
+    ]
+    cell = so.Cell(
+        "cell", sections, [so.Insert(so.HH())], axial_resistivity=RA, capacitance=CM
+    )
+    stim = so.StepCurrent(so.Site("cell", "b0", 0.0), AMPLITUDE, DELAY, DURATION)
+    recs = [
+        so.Recording(f"r{i}", so.Site("cell", f"b{b}", x))
+        for i, (b, x) in enumerate(RECORD)
+    ]
+    return so.build([cell], [stim], recs, celsius=CELSIUS, v_init=V_INIT, dtype=dtype)
+
+
+def build_jaxley():
+    """The Jaxley cell (dtype follows JAX's x64 flag)."""
+    import jaxley as jx
+    from jaxley.channels import HH
+
+    cell = jx.Cell(jx.Branch(jx.Compartment(), N_COMP), parents=list(PARENTS))
+    cell.set("length", LENGTH / N_COMP)
+    cell.set("radius", DIAMETER / 2)
+    cell.set("axial_resistivity", RA)
+    cell.set("capacitance", CM)
+    cell.insert(HH())
+    cell.set("v", V_INIT)
+    cell.init_states()
+    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, T_MAX)
+    cell.branch(0).comp(0).stimulate(current, verbose=False)
+    for b, x in RECORD:
+        cell.branch(b).comp(min(int(x * N_COMP), N_COMP - 1)).record("v", verbose=False)
+    return cell
+
+
+def run(dtype_name: str, repeats: int) -> dict:
+    """Time ours against Jaxley in this process's dtype (ms, mV)."""
+    import jax
+    import jax.numpy as jnp
+    import jaxley as jx
+
+    import stable_ode as so
+
+    from ._common import max_abs_diff, time_interleaved
+
+    dtype = _dtype(dtype_name)
+    model = build_ours(dtype)
+    cell = build_jaxley()
+    params = cell.get_parameters()
+    names = [name for name, _ in model.layout.recordings]
+
+    @jax.jit
+    def ours(m):
+        sim = so.simulate(m, T_MAX, DT, solver=so.BackwardEuler())
+        return jnp.stack([sim.recordings[n] for n in names])
+
+    @jax.jit
+    def theirs(p):
+        return jx.integrate(cell, p, t_max=T_MAX, delta_t=DT, solver="bwd_euler")
+
+    (t_ours, v_ours), (t_jx, v_jx) = time_interleaved(
+        [ours, theirs], [(model,), (params,)], repeats=repeats
+    )
+    assert v_ours.dtype == dtype and v_jx.dtype == dtype, (v_ours.dtype, v_jx.dtype)
+    return dict(
+        case=f"branched HH cell, {len(PARENTS)}×{N_COMP} comp., {T_MAX:g} ms",
+        dtype=dtype_name,
+        ours="BackwardEuler",
+        jaxley="bwd_euler",
+        ours_ms=1e3 * t_ours.median,
+        jaxley_ms=1e3 * t_jx.median,
+        ours_min_ms=1e3 * t_ours.min,
+        jaxley_min_ms=1e3 * t_jx.min,
+        ours_compile_s=t_ours.compile,
+        jaxley_compile_s=t_jx.compile,
+        max_dv=max_abs_diff(v_ours, v_jx),
+        v_peak=float(jnp.max(v_ours)),
+    )
+
+
+def profile(dtype_name: str, repeats: int) -> None:
+    """µs per step of our solve and its pieces, with the loop kernel counts.
+
+    - `simulate` as in the benchmark, and with the tree solve's plan removed
+      (the chunked `lax.scan` Hines solve it replaced);
+    - `BackwardEuler.step` in a bare `lax.scan` (no diffrax loop);
+    - the tree solve alone in a `lax.scan`, with and without the plan, and a
+      division in its place (the floor of any loop).
+    """
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import lineax as lx
+
+    import stable_ode as so
+
+    from ._common import format_table, loop_kernels, time_interleaved
+
+    model = build_ours(_dtype(dtype_name))
+    no_plan = eqx.tree_at(
+        lambda m: m.coupling.plan, model, None, is_leaf=lambda x: x is None
+    )
+    n = round(T_MAX / DT)
+    dtype = model.dtype
+    solver = so.BackwardEuler()
+
+    def sim(m):
+        return so.simulate(m, T_MAX, DT, solver=solver).recordings
+
+    def scan_step(m):
+        term = so.MembraneTerm(m)
+
+        def body(y, k):
+            t0 = DT * k
+            y1 = solver.step(term, t0, t0 + DT, y, None, None, False)[0]
+            return y1, y1.v[0]
+
+        return jax.lax.scan(body, m.init_state(), jnp.arange(n, dtype=dtype))[1]
+
+    def scan_solve(m, divide=False):
+        c = m.coupling
+        d0 = m.area * (1 / (1000 * DT) + 0.1)
+
+        def body(v, k):
+            d = d0 * (1 + 1e-6 * k)
+            # Right-hand side d·v keeps the iterates bounded (a smoothing of v).
+            if divide:
+                return d * v / (d + c.self_conductance()), None
+            op = c.operator(d, 1.0)
+            sol = lx.linear_solve(op, c.to_operator_order(d * v), c.default_solver())
+            return c.from_operator_order(sol.value), None
+
+        return jax.lax.scan(body, m.v_init, jnp.arange(n, dtype=dtype))[0]
+
+    cases = {
+        "simulate(BackwardEuler), tree solve with plan": (sim, model),
+        "simulate(BackwardEuler), chunked-scan tree solve": (sim, no_plan),
+        "lax.scan of BackwardEuler.step (plan)": (scan_step, model),
+        "piece: tree solve with plan (gtsv chains + reduced tree)": (
+            scan_solve,
+            model,
+        ),
+        "piece: tree solve, chunked lax.scan (no plan)": (scan_solve, no_plan),
+        "piece: a division instead of the solve": (
+            lambda m: scan_solve(m, True),
+            model,
+        ),
+    }
+    fns = [jax.jit(f) for f, _ in cases.values()]
+    args = [(m,) for _, m in cases.values()]
+    timed = time_interleaved(fns, args, repeats=repeats)
+    rows = [
+        [
+            name,
+            f"{1e6 * t.median / n:.2f}",
+            f"{1e6 * t.min / n:.2f}",
+            "+".join(str(k) for k in loop_kernels(fn, *a)),
+        ]
+        for name, fn, a, (t, _) in zip(cases, fns, args, timed, strict=True)
+    ]
+    print(f"\n# profile ({dtype_name}, {n} steps): µs per step, loop kernels")
+    print(format_table(["what", "median µs/step", "min µs/step", "loop kernels"], rows))
+
+
+def run_dtype(dtype_name: str, quick: bool, with_profile: bool) -> None:
+    import jax
+
+    from .forward import print_rows
+
+    jax.config.update("jax_enable_x64", dtype_name == "float64")
+    repeats = 3 if quick else 11
+    print(
+        f"# {dtype_name}: jax {jax.__version__}, {jax.default_backend()}, "
+        f"{os.cpu_count()} CPUs, median of {repeats} calls after compilation",
+        flush=True,
+    )
+    row = run(dtype_name, repeats)
+    print_rows([row])
+    print(f"(peak v of ours: {row['v_peak']:.1f} mV)", flush=True)
+    if with_profile:
+        profile(dtype_name, repeats)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.branched", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--dtype", choices=["float32", "float64", "both"], default="both"
+    )
+    parser.add_argument("--quick", action="store_true", help="3 timed calls")
+    parser.add_argument(
+        "--profile", action="store_true", help="also where our time goes"
+    )
+    args = parser.parse_args(argv)
+    if args.dtype != "both":
+        run_dtype(args.dtype, args.quick, args.profile)
+        return
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for dtype_name in ("float64", "float32"):
+        cmd = [sys.executable, "-m", "benchmarks.branched", "--dtype", dtype_name]
+        cmd += ["--quick"] * args.quick + ["--profile"] * args.profile
+        subprocess.run(cmd, cwd=root, check=True)
+
+
+if __name__ == "__main__":
+    main()

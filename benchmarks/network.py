@@ -1,0 +1,200 @@
+"""Network speed against Jaxley (issue 3, "Performance").
+
+    python -m benchmarks.network [--quick] [--dtype float32|float64|both]
+
+The network: 100 HH point neurons (one compartment each, length = diameter =
+20 µm, NEURON's `hh` at 6.3 °C, cm = 1 µF/cm², v_init = -65 mV with gates at
+steady state) and 1,000 graded `IonotropicSynapse`s (Abbott & Marder; Jaxley's
+defaults except gmax = 5e-4 µS) between random pairs of distinct neurons (seed
+0); a 0.1 nA step from 5 ms for 40 ms into the first 10 neurons; 100 ms at
+dt = 0.025 ms, recording every neuron's voltage at every step.
+
+Ours: `simulate(..., solver=BackwardEuler())`, synapse states by exponential
+Euler, against Jaxley's `bwd_euler` (`jx.connect` per synapse). Jaxley starts
+the synapse state at 0.2; it is set to ours, the steady state at v_init. The
+traces are compared (`max |Δv|`): the two schemes update the synapse state
+at slightly different points of the step, so they agree closely, not to
+rounding. Conventions as `benchmarks/forward.py`. Also printed: our Python
+build time (`stable_ode.build`) for 1,000 neurons and 10,000 synapses.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from .forward import _dtype
+
+
+N_CELLS, N_SYN, N_STIM = 100, 1000, 10
+GMAX = 5e-4  # µS
+AMPLITUDE, DELAY, DURATION = 0.1, 5.0, 40.0  # nA, ms, ms
+T_MAX, DT, V_INIT, CELSIUS = 100.0, 0.025, -65.0, 6.3
+SIZE = 20.0  # µm
+
+
+def pairs(n_cells: int, n_syn: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Random (pre, post) neuron indices, pre != post."""
+    rng = np.random.default_rng(seed)
+    pre = rng.integers(0, n_cells, n_syn)
+    post = (pre + rng.integers(1, n_cells, n_syn)) % n_cells
+    return pre, post
+
+
+def build_ours(n_cells: int, n_syn: int, dtype):
+    """The stable_ode network (cell `k` is compartment `k`)."""
+    import stable_ode as so
+
+    cells = [
+        so.Cell(f"n{k}", [so.Section("soma", SIZE, SIZE, 1)], [so.Insert(so.HH())])
+        for k in range(n_cells)
+    ]
+    pre, post = pairs(n_cells, n_syn)
+    conn = so.Connections(so.IonotropicSynapse(gmax=GMAX), pre, post)
+    stims = [
+        so.StepCurrent(so.Site(f"n{k}", "soma", 0.5), AMPLITUDE, DELAY, DURATION)
+        for k in range(min(N_STIM, n_cells))
+    ]
+    recs = [
+        so.Recording(f"n{k}", so.Site(f"n{k}", "soma", 0.5)) for k in range(n_cells)
+    ]
+    return so.build(
+        cells, stims, recs, [conn], celsius=CELSIUS, v_init=V_INIT, dtype=dtype
+    )
+
+
+def build_jaxley(s_init: float):
+    """The Jaxley network (dtype follows JAX's x64 flag)."""
+    import jaxley as jx
+    from jaxley.channels import HH
+    from jaxley.synapses import IonotropicSynapse
+
+    comp = jx.Compartment()
+    cell = jx.Cell(jx.Branch(comp, 1), parents=[-1])
+    net = jx.Network([cell for _ in range(N_CELLS)])
+    pre, post = pairs(N_CELLS, N_SYN)
+    for i, j in zip(pre, post):
+        jx.connect(
+            net.cell(int(i)).branch(0).comp(0),
+            net.cell(int(j)).branch(0).comp(0),
+            IonotropicSynapse(),
+        )
+    net.set("length", SIZE)
+    net.set("radius", SIZE / 2)
+    net.set("capacitance", 1.0)
+    net.insert(HH())
+    net.set("v", V_INIT)
+    net.init_states()
+    net.IonotropicSynapse.set("IonotropicSynapse_gS", GMAX)
+    net.IonotropicSynapse.set("IonotropicSynapse_s", s_init)
+    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, T_MAX)
+    for k in range(N_STIM):
+        net.cell(k).branch(0).comp(0).stimulate(current, verbose=False)
+    for k in range(N_CELLS):
+        net.cell(k).branch(0).comp(0).record("v", verbose=False)
+    return net
+
+
+def run(dtype_name: str, repeats: int) -> dict:
+    import jax
+    import jax.numpy as jnp
+    import jaxley as jx
+
+    import stable_ode as so
+
+    from ._common import max_abs_diff, time_interleaved
+
+    dtype = _dtype(dtype_name)
+    model = build_ours(N_CELLS, N_SYN, dtype)
+    s_init = float(model.init_state().synapses[0]["s"][0])
+    net = build_jaxley(s_init)
+    params = net.get_parameters()
+    names = [name for name, _ in model.layout.recordings]
+
+    @jax.jit
+    def ours(m):
+        sim = so.simulate(m, T_MAX, DT, solver=so.BackwardEuler())
+        return jnp.stack([sim.recordings[n] for n in names])
+
+    @jax.jit
+    def theirs(p):
+        return jx.integrate(net, p, t_max=T_MAX, delta_t=DT, solver="bwd_euler")
+
+    (t_ours, v_ours), (t_jx, v_jx) = time_interleaved(
+        [ours, theirs], [(model,), (params,)], repeats=repeats
+    )
+    assert v_ours.dtype == dtype and v_jx.dtype == dtype, (v_ours.dtype, v_jx.dtype)
+    spikes = int(jnp.sum((v_ours[:, 1:] > 0) & (v_ours[:, :-1] <= 0)))
+    return dict(
+        case=f"{N_CELLS} HH point neurons, {N_SYN} synapses, {T_MAX:g} ms",
+        dtype=dtype_name,
+        ours="BackwardEuler",
+        jaxley="bwd_euler",
+        ours_ms=1e3 * t_ours.median,
+        jaxley_ms=1e3 * t_jx.median,
+        ours_min_ms=1e3 * t_ours.min,
+        jaxley_min_ms=1e3 * t_jx.min,
+        ours_compile_s=t_ours.compile,
+        jaxley_compile_s=t_jx.compile,
+        max_dv=max_abs_diff(v_ours, v_jx),
+        spikes=spikes,
+    )
+
+
+def build_time(n_cells: int = 1000, n_syn: int = 10000, repeats: int = 3) -> float:
+    """Median wall time (s) of `stable_ode.build` for `n_cells` point neurons and
+    `n_syn` synapses given as index arrays (cells constructed before timing)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        build_ours(n_cells, n_syn, None)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def run_dtype(dtype_name: str, quick: bool) -> None:
+    import jax
+
+    from .forward import print_rows
+
+    jax.config.update("jax_enable_x64", dtype_name == "float64")
+    repeats = 3 if quick else 11
+    print(
+        f"# {dtype_name}: jax {jax.__version__}, {jax.default_backend()}, "
+        f"{os.cpu_count()} CPUs, median of {repeats} calls after compilation",
+        flush=True,
+    )
+    row = run(dtype_name, repeats)
+    print_rows([row])
+    print(f"(spikes in our run: {row['spikes']})", flush=True)
+    print(
+        f"build (Python, cells + connections + stimuli + recordings): "
+        f"1000 neurons × 10000 synapses: {build_time():.3f} s",
+        flush=True,
+    )
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.network", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--dtype", choices=["float32", "float64", "both"], default="both"
+    )
+    parser.add_argument("--quick", action="store_true", help="3 timed calls")
+    args = parser.parse_args(argv)
+    if args.dtype != "both":
+        run_dtype(args.dtype, args.quick)
+        return
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for dtype_name in ("float64", "float32"):
+        cmd = [sys.executable, "-m", "benchmarks.network", "--dtype", dtype_name]
+        cmd += ["--quick"] * args.quick
+        subprocess.run(cmd, cwd=root, check=True)
+
+
+if __name__ == "__main__":
+    main()
