@@ -184,3 +184,56 @@ def test_diagnose_spec_accepts_loaded_object():
     )
     d = diagnose_spec(loaded)
     assert d.found and d.mechanism == "UnguardedGate"
+
+
+class NaiveSigmoidSynapse(so.AbstractSynapse):
+    """A user's synapse with `e / (1 + e)`, `e = exp(...)`: inf/inf = NaN once the
+    presynaptic cell spikes."""
+
+    gmax: float = 1e-3
+    e_syn: float = 0.0
+
+    def gates(self, v_pre, celsius):
+        del celsius
+        e = jnp.exp((v_pre + 35.0) / 0.05)
+        return {"s": so.Gate(inf=e / (1 + e), rate=0.5 + 0 * e)}
+
+    def current(self, v_post, states, celsius):
+        del celsius
+        return self.gmax * states["s"] * (v_post - self.e_syn)
+
+
+def test_names_broken_user_synapse():
+    cells = [
+        so.Cell(n, [so.Section("soma", 20.0, 20.0)], [so.Insert(so.HH())])
+        for n in ("pre", "post")
+    ]
+    pre, post = so.Site("pre", "soma"), so.Site("post", "soma")
+    model = so.build(
+        cells,
+        [so.StepCurrent(pre, 0.3, 0.5, 10.0)],
+        [so.Recording("post", post)],
+        [so.Connections(NaiveSigmoidSynapse(), [pre], [post], name="naive")],
+    )
+    d = diagnose(model, 10.0, 0.025)
+    assert d.found
+    assert d.stage == "synapse kinetics"
+    assert d.function == "NaiveSigmoidSynapse.gates"
+    assert "naive" in d.mechanism
+    assert d.state == "synapse naive.s"
+    assert "'pre'" in d.culprit_location and "'post'" in d.culprit_location
+    assert d.inputs["v_pre"] > -35.0 + 0.05 * np.log(np.finfo(np.float64).max)
+    assert 0.5 < d.t0 < 10.0
+    # A healthy synapse of the same network: nothing to report.
+    ok = eqx.tree_at(
+        lambda m: m.synapses[0].synapse,
+        model,
+        so.IonotropicSynapse(
+            gmax=jnp.full((1,), 1e-3),
+            e_syn=jnp.zeros(1),
+            k_minus=jnp.full((1,), 0.025),
+            v_th=jnp.full((1,), -35.0),
+            delta=jnp.full((1,), 10.0),
+        ),
+    )
+    assert not diagnose(ok, 10.0, 0.025).found

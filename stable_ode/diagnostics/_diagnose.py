@@ -25,7 +25,7 @@ from .._model import MembraneModel, State
 from .._simulate import _grid
 from .._solver import BackwardEuler
 from .._term import MembraneTerm
-from ._probes import ProbedLinearSolver, ProbedMechanism, Recorder
+from ._probes import ProbedLinearSolver, ProbedMechanism, ProbedSynapse, Recorder
 
 
 @dataclasses.dataclass
@@ -148,6 +148,17 @@ def _state_entries(model: MembraneModel, y: State):
             out.append(
                 (f"{name}.{gate}", np.asarray(group.index), np.asarray(val), name)
             )
+    # Synapse states, located at their postsynaptic compartment.
+    for group, states in zip(model.synapses, y.synapses, strict=True):
+        for state, val in states.items():
+            out.append(
+                (
+                    f"synapse {group.name}.{state}",
+                    np.asarray(group.post),
+                    np.asarray(val),
+                    group.name,
+                )
+            )
     return out
 
 
@@ -200,7 +211,13 @@ def _probed(model: MembraneModel, solver, record):
         )
         for i, group in enumerate(model.mechanisms)
     )
-    pmodel = dataclasses.replace(model, mechanisms=groups)
+    synapses = tuple(
+        dataclasses.replace(
+            group, synapse=ProbedSynapse(inner=group.synapse, group=i, record=record)
+        )
+        for i, group in enumerate(model.synapses)
+    )
+    pmodel = dataclasses.replace(model, mechanisms=groups, synapses=synapses)
     psolver = solver
     names = (
         {f.name for f in dataclasses.fields(solver)}
@@ -291,7 +308,13 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
     Callbacks are unordered under `jit`, so records are taken in data-flow order:
     gate rates, then currents (and their linearisation), then the linear solve.
     Any call with finite inputs and non-finite outputs is a true origin."""
-    priority = {"gates": 0, "current": 1, "linear solve": 2}
+    priority = {
+        "gates": 0,
+        "synapse gates": 0,
+        "current": 1,
+        "synapse current": 1,
+        "linear solve": 2,
+    }
     records = sorted(records, key=lambda r: (priority[r["kind"]], r["group"]))
     for rec in records:
         ins, outs = rec["inputs"], rec["outputs"]
@@ -322,6 +345,11 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
                     if comp is None
                     else model.layout.describe(comp),
                 )
+            continue
+        if rec["kind"].startswith("synapse"):
+            culprit = _synapse_culprit(model, rec, bad_in)
+            if culprit is not None:
+                return culprit
             continue
         group = model.mechanisms[rec["group"]]
         mech = group.mechanism.inner
@@ -366,6 +394,48 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
                 culprit_location=None if comp is None else model.layout.describe(comp),
             )
     return None
+
+
+def _synapse_culprit(model, rec, bad_in) -> Diagnosis | None:
+    """A synapse call with finite inputs and non-finite outputs (or, for its
+    current, a non-finite derivative in `v_post`)."""
+    group = model.synapses[rec["group"]]
+    syn = group.synapse.inner
+    ins, outs = rec["inputs"], rec["outputs"]
+    bad = np.zeros(np.shape(bad_in), bool)
+    for x in outs.values():
+        bad |= _bad_np(x, np.inf)
+    bad &= ~bad_in
+    gates = rec["kind"] == "synapse gates"
+    stage = "synapse kinetics" if gates else "synapse current"
+    func = f"{type(syn).__name__}.{'gates' if gates else 'current'}"
+    if not np.any(bad) and not gates:
+        v = jnp.asarray(ins["v_post"])
+        states = {k: jnp.asarray(x) for k, x in ins.items() if k != "v_post"}
+        _, di = jax.jvp(
+            lambda u: syn.current(u, states, model.celsius), (v,), (jnp.ones_like(v),)
+        )
+        bad = _bad_np(di, np.inf) & ~bad_in
+        if np.any(bad):
+            stage, func = "linearisation", f"jax.jvp of {type(syn).__name__}.current"
+            outs = dict(outs, **{"di/dv": np.asarray(di)})
+    if not np.any(bad):
+        return None
+    j = int(np.argmax(bad))
+    pre, post = int(group.pre[j]), int(group.post[j])
+    inputs = {k: float(x[j]) for k, x in ins.items()}
+    inputs.update(_params_at(syn, j, int(group.pre.shape[0])))
+    return Diagnosis(
+        found=True,
+        stage=stage,
+        mechanism=f"synapse group {group.name!r} #{j}",
+        function=func,
+        inputs=inputs,
+        outputs={k: float(x[j]) for k, x in outs.items()},
+        culprit_location=(
+            f"{model.layout.describe(pre)} -> {model.layout.describe(post)}"
+        ),
+    )
 
 
 def _explain_step(model, solver, ts, k, y, ss, threshold, kind) -> Diagnosis:

@@ -1,4 +1,5 @@
-"""Instrumented stand-ins for a model's mechanisms and a solver's linear solver.
+"""Instrumented stand-ins for a model's mechanisms, synapses and a solver's linear
+solver.
 
 They compute exactly what the wrapped object computes and, through
 `jax.debug.callback`, append every call's inputs and outputs to a Python list.
@@ -15,6 +16,7 @@ import lineax as lx
 import numpy as np
 
 from ..mechanisms import AbstractMechanism, Gate
+from ..mechanisms.synapses import AbstractSynapse
 
 
 class Recorder:
@@ -60,6 +62,39 @@ class ProbedMechanism(AbstractMechanism):
         jax.debug.callback(
             lambda a, o: self.record("current", self.group, a, o),
             {"v": v, **states},
+            {"i": i},
+            ordered=False,
+        )
+        return i
+
+
+class ProbedSynapse(AbstractSynapse):
+    """`inner`, recording each `gates` (presynaptic side) and `current`
+    (postsynaptic side) call of synapse group `group`."""
+
+    inner: AbstractSynapse
+    group: int = eqx.field(static=True)
+    record: Callable = eqx.field(static=True)
+
+    def gates(self, v_pre, celsius):
+        kin = self.inner.gates(v_pre, celsius)
+        outputs = {}
+        for name, g in kin.items():
+            outputs[f"{name}.inf"] = g.inf
+            outputs[f"{name}.rate"] = g.rate
+        jax.debug.callback(
+            lambda i, o: self.record("synapse gates", self.group, i, o),
+            {"v_pre": v_pre},
+            outputs,
+            ordered=False,
+        )
+        return {name: Gate(inf=g.inf, rate=g.rate) for name, g in kin.items()}
+
+    def current(self, v_post, states, celsius):
+        i = self.inner.current(v_post, states, celsius)
+        jax.debug.callback(
+            lambda a, o: self.record("synapse current", self.group, a, o),
+            {"v_post": v_post, **states},
             {"i": i},
             ordered=False,
         )
