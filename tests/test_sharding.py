@@ -55,7 +55,10 @@ def test_sharded_batch_gradient_equals_unsharded():
     # The device count must be fixed before JAX initialises: a fresh process.
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
     r = subprocess.run(
-        [sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True,
+        [sys.executable, "-c", _SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=900,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
