@@ -88,6 +88,23 @@ class MechanismGroup(eqx.Module):
     mechanism: AbstractMechanism
     index: Int[Array, " n"]
     sections: tuple[tuple[str, str], ...] = eqx.field(static=True)
+    span: tuple[int, int] | None = eqx.field(static=True, default=None)
+
+    def take(self, x: Float[Array, " ncomp"]) -> Float[Array, " n"]:
+        """`x` at this group's compartments (a slice when they are contiguous,
+        which spares a gather per step)."""
+        if self.span is not None:
+            return x[self.span[0] : self.span[1]]
+        return x[self.index]
+
+    def add_to(self, x: Float[Array, " ncomp"], y: Float[Array, " n"]):
+        """`x` with `y` added at this group's compartments."""
+        if self.span is not None:
+            a, b = self.span
+            if a == 0 and b == x.shape[0]:
+                return x + y
+            return x.at[a:b].add(y)
+        return x.at[self.index].add(y)
 
     @property
     def name(self) -> str:
@@ -150,7 +167,7 @@ class MembraneModel(eqx.Module):
     def gate_kinetics(self, v: Float[Array, " ncomp"]) -> tuple[dict[str, Gate], ...]:
         """Every mechanism group's gate kinetics at voltages `v`."""
         return tuple(
-            g.mechanism.gates(v[g.index], self.celsius) for g in self.mechanisms
+            g.mechanism.gates(g.take(v), self.celsius) for g in self.mechanisms
         )
 
     def synapse_kinetics(
@@ -169,8 +186,8 @@ class MembraneModel(eqx.Module):
         channels, plus chemical synapses onto the compartment (nA → mA/cm²)."""
         i = jnp.zeros_like(v)
         for group, states in zip(self.mechanisms, gates):
-            i = i.at[group.index].add(
-                group.mechanism.current(v[group.index], states, self.celsius)
+            i = group.add_to(
+                i, group.mechanism.current(group.take(v), states, self.celsius)
             )
         if self.synapses:
             isyn = jnp.zeros_like(v)
@@ -193,7 +210,7 @@ class MembraneModel(eqx.Module):
         """Voltages at `v_init`, every gate at its steady state there."""
         v = self.v_init
         gates = group_states(
-            g.mechanism.init_states(v[g.index], self.celsius) for g in self.mechanisms
+            g.mechanism.init_states(g.take(v), self.celsius) for g in self.mechanisms
         )
         synapses = group_states(
             g.synapse.init_states(v[g.pre], self.celsius) for g in self.synapses
@@ -307,8 +324,12 @@ def build(
                 f"mechanism {type(mechs[0]).__name__} is inserted twice in the same "
                 f"compartment (sections {sorted(set(sum(secs, ())))})"
             )
+        contiguous = bool(all_idx) and all_idx == list(
+            range(all_idx[0], all_idx[0] + len(all_idx))
+        )
         groups.append(
             MechanismGroup(
+                span=(all_idx[0], all_idx[0] + len(all_idx)) if contiguous else None,
                 mechanism=jax.tree_util.tree_map(
                     lambda *a: (
                         jnp.asarray(np.concatenate(a))
