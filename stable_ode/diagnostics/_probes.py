@@ -36,6 +36,22 @@ class Recorder:
         )
 
 
+def _probe(record, kind: str, group: int, inputs: dict, outputs: dict):
+    """Send one call's inputs and outputs to `record` (unordered callback)."""
+    jax.debug.callback(
+        lambda i, o: record(kind, group, i, o), inputs, outputs, ordered=False
+    )
+
+
+def _probe_gates(record, kind, group, inputs, kin: dict[str, Gate]):
+    outputs = {}
+    for name, g in kin.items():
+        outputs[f"{name}.inf"] = g.inf
+        outputs[f"{name}.rate"] = g.rate
+    _probe(record, kind, group, inputs, outputs)
+    return {name: Gate(inf=g.inf, rate=g.rate) for name, g in kin.items()}
+
+
 class ProbedMechanism(AbstractMechanism):
     """`inner`, recording each `gates` and `current` call (group `group`)."""
 
@@ -45,26 +61,11 @@ class ProbedMechanism(AbstractMechanism):
 
     def gates(self, v, celsius):
         kin = self.inner.gates(v, celsius)
-        outputs = {}
-        for name, g in kin.items():
-            outputs[f"{name}.inf"] = g.inf
-            outputs[f"{name}.rate"] = g.rate
-        jax.debug.callback(
-            lambda i, o: self.record("gates", self.group, i, o),
-            {"v": v},
-            outputs,
-            ordered=False,
-        )
-        return {name: Gate(inf=g.inf, rate=g.rate) for name, g in kin.items()}
+        return _probe_gates(self.record, "gates", self.group, {"v": v}, kin)
 
     def current(self, v, states, celsius):
         i = self.inner.current(v, states, celsius)
-        jax.debug.callback(
-            lambda a, o: self.record("current", self.group, a, o),
-            {"v": v, **states},
-            {"i": i},
-            ordered=False,
-        )
+        _probe(self.record, "current", self.group, {"v": v, **states}, {"i": i})
         return i
 
 
@@ -78,26 +79,13 @@ class ProbedSynapse(AbstractSynapse):
 
     def gates(self, v_pre, celsius):
         kin = self.inner.gates(v_pre, celsius)
-        outputs = {}
-        for name, g in kin.items():
-            outputs[f"{name}.inf"] = g.inf
-            outputs[f"{name}.rate"] = g.rate
-        jax.debug.callback(
-            lambda i, o: self.record("synapse gates", self.group, i, o),
-            {"v_pre": v_pre},
-            outputs,
-            ordered=False,
-        )
-        return {name: Gate(inf=g.inf, rate=g.rate) for name, g in kin.items()}
+        inputs = {"v_pre": v_pre}
+        return _probe_gates(self.record, "synapse gates", self.group, inputs, kin)
 
     def current(self, v_post, states, celsius):
         i = self.inner.current(v_post, states, celsius)
-        jax.debug.callback(
-            lambda a, o: self.record("synapse current", self.group, a, o),
-            {"v_post": v_post, **states},
-            {"i": i},
-            ordered=False,
-        )
+        inputs = {"v_post": v_post, **states}
+        _probe(self.record, "synapse current", self.group, inputs, {"i": i})
         return i
 
 
