@@ -69,6 +69,33 @@ class StepStats(eqx.Module):
         inf = jnp.asarray(jnp.inf, t_dtype)
         return StepStats(zero, zero, zero, zero, inf, inf, RESULTS.successful)
 
+    def record(
+        self,
+        *,
+        keep: Bool[Array, ""],
+        finite: Bool[Array, ""],
+        t0,
+        t1,
+        retry_t1,
+        max_nonfinite: int,
+        dtmin,
+    ) -> tuple["StepStats", Bool[Array, ""]]:
+        """The statistics after the step `[t0, t1]` (kept or not, finite or not;
+        a non-finite step would be retried as `[t0, retry_t1]`), and whether to
+        give up now (see `give_up_reason`)."""
+        consecutive = jnp.where(finite, 0, self.consecutive_nonfinite + 1)
+        give_up, code = give_up_reason(consecutive, max_nonfinite, t0, retry_t1, dtmin)
+        give_up = give_up & ~finite
+        stats = self.update(
+            keep=keep,
+            finite=finite,
+            give_up=give_up,
+            give_up_result=code,
+            t0=t0,
+            dt=t1 - t0,
+        )
+        return stats, give_up
+
     def update(
         self,
         *,

@@ -8,7 +8,6 @@ import jax.numpy as jnp
 from jaxtyping import PyTree
 
 from ._bookkeeping import (
-    give_up_reason,
     sanitise,
     select_tree,
     StepStats,
@@ -168,19 +167,14 @@ class NonFiniteRejecting(
         next_t1 = jnp.where(finite, inner_next_t1, retry_t1)
         inner_state = select_tree(finite, inner_state, controller_state.inner)
 
-        stats = controller_state.stats
-        consecutive = jnp.where(finite, 0, stats.consecutive_nonfinite + 1)
-        give_up, code = give_up_reason(
-            consecutive, self.max_nonfinite, t0, retry_t1, self.dtmin
-        )
-        give_up = give_up & ~finite
-        stats = stats.update(
+        stats, give_up = controller_state.stats.record(
             keep=keep,
             finite=finite,
-            give_up=give_up,
-            give_up_result=code,
             t0=t0,
-            dt=t1 - t0,
+            t1=t1,
+            retry_t1=retry_t1,
+            max_nonfinite=self.max_nonfinite,
+            dtmin=self.dtmin,
         )
         ours = dfx.RESULTS.where(
             give_up, dfx.RESULTS.dt_min_reached, dfx.RESULTS.successful

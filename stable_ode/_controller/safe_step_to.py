@@ -6,7 +6,7 @@ import equinox.internal as eqxi
 import jax.numpy as jnp
 from jaxtyping import Array, Int, PyTree, Real
 
-from ._bookkeeping import give_up_reason, StepStats, tree_all_finite
+from ._bookkeeping import StepStats, tree_all_finite
 
 
 class SafeStepToState(eqx.Module):
@@ -133,19 +133,14 @@ class SafeStepTo(dfx.AbstractStepSizeController[SafeStepToState, None]):
         next_t0 = jnp.where(finite, t1, t0)
         next_t1 = jnp.where(finite, next_t1_finite, retry_t1)
 
-        stats = controller_state.stats
-        consecutive = jnp.where(finite, 0, stats.consecutive_nonfinite + 1)
-        give_up, code = give_up_reason(
-            consecutive, self.max_nonfinite, t0, retry_t1, self.dtmin
-        )
-        give_up = give_up & ~finite
-        stats = stats.update(
+        stats, give_up = controller_state.stats.record(
             keep=finite,
             finite=finite,
-            give_up=give_up,
-            give_up_result=code,
             t0=t0,
-            dt=dt,
+            t1=t1,
+            retry_t1=retry_t1,
+            max_nonfinite=self.max_nonfinite,
+            dtmin=self.dtmin,
         )
         result = dfx.RESULTS.where(
             give_up, dfx.RESULTS.dt_min_reached, dfx.RESULTS.successful
