@@ -5,6 +5,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from diffrax._root_finder import use_stepsize_tol
 from jaxtyping import Array, Bool, Float
 
 from ._controller import NonFiniteRejecting, SafeStepTo
@@ -105,6 +106,25 @@ def _safe_controller(
     return controller
 
 
+def _with_controller_tols(solver, controller):
+    """`solver` with the root-finder tolerances it leaves to the step-size
+    controller (diffrax's `use_stepsize_tol`) filled in from `controller`, as
+    `diffrax.diffeqsolve` does; needed before wrapping it in `NonFiniteGuard`,
+    which diffrax no longer recognises as implicit."""
+    names = [
+        a
+        for a in ("rtol", "atol", "norm")
+        if getattr(solver.root_finder, a) is use_stepsize_tol
+    ]
+    if not names:
+        return solver
+    return eqx.tree_at(
+        lambda s: tuple(getattr(s.root_finder, a) for a in names),
+        solver,
+        tuple(getattr(controller, a) for a in names),
+    )
+
+
 def _raise_if_failed(x, result: RESULTS, t_fail):
     """As `result.error_if(x, result != successful)`, with the failure time (ms) in
     the message: the failure time is only known at run time, so the message is made
@@ -173,8 +193,9 @@ def simulate(
     - `solver`: any diffrax solver (default `BackwardEuler()`); generic ones such as
       `diffrax.Kvaerno5()` need an adaptive `controller`. It runs inside a
       `stable_ode.NonFiniteGuard` (gradients through rejected non-finite steps are
-      zero, not NaN), except diffrax's implicit solvers, which diffrax must see
-      unwrapped to set their root-finder tolerances.
+      zero, not NaN); diffrax's implicit solvers first get the controller's
+      `rtol`/`atol`/`norm` for their root finder wherever they leave them to the
+      controller, as `diffeqsolve` would do.
     - `controller`: `None` (default) for steps of exactly `dt` on the grid
       `t0 + k·dt` through `stable_ode.SafeStepTo`: a step whose new state is not
       finite is retried in halves (then quarters, ...) and the grid resumes after
@@ -257,6 +278,8 @@ def simulate(
         jumps = model.stimuli.jump_times()
         jumps = jnp.asarray(jumps[(jumps > t0) & (jumps < t1)], dtype)
         controller = _safe_controller(controller, jumps)
+        if isinstance(solver, dfx.AbstractImplicitSolver):
+            solver = NonFiniteGuard(_with_controller_tols(solver, controller))
         sol = dfx.diffeqsolve(
             term,
             solver,

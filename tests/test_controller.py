@@ -253,3 +253,20 @@ def test_safe_step_to_gives_up():
     ok = np.isfinite(np.asarray(sol.ts))
     np.testing.assert_array_equal(sol.ts[ok], [0.0, 0.25, 0.5])
     assert np.all(np.isfinite(np.asarray(sol.ys[ok])))
+
+
+def test_grad_through_rejected_nonfinite_steps_implicit_solver():
+    # diffrax's implicit solvers: `simulate` fills their root-finder tolerances
+    # from the controller (as diffeqsolve would) and then guards them too.
+    from stable_ode._simulate import _with_controller_tols
+
+    exact = -2.0 * np.exp(-2 * LAM)
+    kv = dfx.Kvaerno5()
+    guarded = so.NonFiniteGuard(_with_controller_tols(kv, so.NonFiniteRejecting(PID)))
+    assert guarded.solver.root_finder.rtol == PID.rtol
+    g = _grad(vf_state, guarded, LAM)
+    # Differentiating through Newton solves stopped at rtol 1e-6 (measured 1.5e-3
+    # relative error; Tsit5 above: < 1e-3).
+    np.testing.assert_allclose(float(g), exact, rtol=3e-3)
+    # Unguarded, the rejected NaN steps poison Kvaerno5's gradient as Tsit5's.
+    assert np.isnan(float(_grad(vf_state, kv, LAM)))
