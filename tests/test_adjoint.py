@@ -226,8 +226,12 @@ def _record(t, v, gates):
     _LOG.append((float(t), np.asarray(v).copy(), jax.tree.map(np.copy, gates)))
 
 
-def _ulps(a, b):
-    return float(np.max(np.abs(a - b) / np.spacing(np.maximum(np.abs(a), np.abs(b)))))
+def _ulps(a, b, scale):
+    """Largest difference in units of the float32 spacing at the state's natural
+    scale (100 mV for voltages, 1 for gates). Relative-to-value ulps are
+    meaningless where a voltage crosses 0 mV (a 1e-5 mV difference at v = 1e-3 mV
+    is thousands of "ulps")."""
+    return float(np.max(np.abs(a - b)) / np.spacing(np.float32(scale)))
 
 
 @pytest.mark.parametrize("solver", [so.BackwardEuler(), so.CrankNicolson()])
@@ -250,8 +254,11 @@ def test_recomputed_forward_float32(solver):
         recomputed += 1
         v0, g0 = first[t]
         u = max(
-            [_ulps(v, v0)]
-            + [_ulps(a, b) for a, b in zip(jax.tree.leaves(gates), jax.tree.leaves(g0))]
+            [_ulps(v, v0, 100.0)]
+            + [
+                _ulps(a, b, 1.0)
+                for a, b in zip(jax.tree.leaves(gates), jax.tree.leaves(g0))
+            ]
         )
         worst = max(worst, u)
         differing += u > 0
@@ -264,6 +271,8 @@ def test_recomputed_forward_float32(solver):
     assert recomputed > N_STEPS
     # Measured: BackwardEuler 2152 of 6850 recomputed states differ, by <= 2 ulp;
     # CrankNicolson 2366 of 6850, by <= 5 ulp (differences carry along a segment).
+    # After mechanism groups switched to slices (2026-11-30, a fusion change):
+    # BackwardEuler <= 2.0, CrankNicolson <= 7.6 (max |dv| 5.8e-5 mV).
     assert worst <= 8.0, worst
 
 
