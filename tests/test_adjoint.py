@@ -182,10 +182,13 @@ def test_gradient_same_for_every_configuration_float32():
         rel = {
             k: float(np.max(np.abs(g - ref) / np.abs(ref))) for k, g in grads.items()
         }
-        # The forward recomputation is bit-identical (next test); what remains is
-        # the rounding of the backward pass (the order of cotangent accumulation
-        # differs between layouts): a few float32 ulps.
-        assert max(rel.values()) <= 20 * float(jnp.finfo(jnp.float32).eps), rel
+        # NOT bit-identical across layouts: the recomputed forward pass differs by a
+        # few ulps (next test) and the backward rounding differs with it, and both
+        # depend on XLA's fusion of the step (issue 6 stays open on this). Measured
+        # max relative difference: <= 5 eps (2026-11-29); 23.5 eps (checkpoints=10)
+        # after the controller's finiteness test became one reduction (2026-11-30).
+        # Bound: 100 eps, the order of the network test's measured 33-80 ulps.
+        assert max(rel.values()) <= 100 * float(jnp.finfo(jnp.float32).eps), rel
 
 
 class _Probe(dfx.AbstractSolver):
