@@ -3,6 +3,7 @@ sanitising "double where", and the step statistics carried in controller state."
 
 import functools
 
+import diffrax as dfx
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -89,10 +90,12 @@ class StepStats(eqx.Module):
         retry_t1,
         max_nonfinite: int,
         dtmin,
-    ) -> tuple["StepStats", Bool[Array, ""]]:
+    ) -> tuple["StepStats", dfx.RESULTS]:
         """The statistics after the step `[t0, t1]` (kept or not, finite or not;
         a non-finite step would be retried as `[t0, retry_t1]`), and whether to
-        give up now (see `give_up_reason`)."""
+        the code for diffrax's loop: `dt_min_reached` if the controller gives up now
+        (its own reason is kept in the statistics, see `give_up_reason`), else
+        `successful` (diffrax's loop only accepts its own codes)."""
         consecutive = jnp.where(finite, 0, self.consecutive_nonfinite + 1)
         give_up, code = give_up_reason(consecutive, max_nonfinite, t0, retry_t1, dtmin)
         give_up = give_up & ~finite
@@ -104,7 +107,10 @@ class StepStats(eqx.Module):
             t0=t0,
             dt=t1 - t0,
         )
-        return stats, give_up
+        loop_result = dfx.RESULTS.where(
+            give_up, dfx.RESULTS.dt_min_reached, dfx.RESULTS.successful
+        )
+        return stats, loop_result
 
     def update(
         self,

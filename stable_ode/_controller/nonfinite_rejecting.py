@@ -167,7 +167,7 @@ class NonFiniteRejecting(
         next_t1 = jnp.where(finite, inner_next_t1, retry_t1)
         inner_state = select_tree(finite, inner_state, controller_state.inner)
 
-        stats, give_up = controller_state.stats.record(
+        stats, ours = controller_state.stats.record(
             keep=keep,
             finite=finite,
             t0=t0,
@@ -175,9 +175,6 @@ class NonFiniteRejecting(
             retry_t1=retry_t1,
             max_nonfinite=self.max_nonfinite,
             dtmin=self.dtmin,
-        )
-        ours = dfx.RESULTS.where(
-            give_up, dfx.RESULTS.dt_min_reached, dfx.RESULTS.successful
         )
         result = dfx.RESULTS.where(finite, inner_result, ours)
         state = NonFiniteRejectingState(inner_state, stats)

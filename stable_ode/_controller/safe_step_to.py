@@ -133,7 +133,7 @@ class SafeStepTo(dfx.AbstractStepSizeController[SafeStepToState, None]):
         next_t0 = jnp.where(finite, t1, t0)
         next_t1 = jnp.where(finite, next_t1_finite, retry_t1)
 
-        stats, give_up = controller_state.stats.record(
+        stats, ours = controller_state.stats.record(
             keep=finite,
             finite=finite,
             t0=t0,
@@ -142,10 +142,7 @@ class SafeStepTo(dfx.AbstractStepSizeController[SafeStepToState, None]):
             max_nonfinite=self.max_nonfinite,
             dtmin=self.dtmin,
         )
-        result = dfx.RESULTS.where(
-            give_up, dfx.RESULTS.dt_min_reached, dfx.RESULTS.successful
-        )
-        return finite, next_t0, next_t1, False, SafeStepToState(k_next, stats), result
+        return finite, next_t0, next_t1, False, SafeStepToState(k_next, stats), ours
 
 
 SafeStepTo.__init__.__doc__ = """**Arguments:**
