@@ -150,3 +150,17 @@ def loop_kernels(jitted: Callable, *args) -> list[int]:
             ops = re.findall(r"= [^ ]+ ([\w-]+)\(", computations.get(body, ""))
             counts.append(sum(op not in free for op in ops))
     return counts
+
+
+def run_each_dtype(module: str, flags: list[str]) -> None:
+    """Run `python -m benchmarks.<module> --dtype D <flags>` for float64, then
+    float32, each in its own process (JAX's x64 flag is global, and Jaxley takes
+    its dtype from it)."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for dtype_name in ("float64", "float32"):
+        cmd = [sys.executable, "-m", f"benchmarks.{module}", "--dtype", dtype_name]
+        subprocess.run(cmd + flags, cwd=root, check=True)

@@ -23,8 +23,6 @@ the same thing. Each dtype runs in its own subprocess (x64 is global).
 
 import argparse
 import os
-import subprocess
-import sys
 
 from .forward import _dtype
 
@@ -239,11 +237,9 @@ def main(argv=None) -> None:
     if args.dtype != "both":
         run_dtype(args.dtype, args.quick, args.profile)
         return
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for dtype_name in ("float64", "float32"):
-        cmd = [sys.executable, "-m", "benchmarks.branched", "--dtype", dtype_name]
-        cmd += ["--quick"] * args.quick + ["--profile"] * args.profile
-        subprocess.run(cmd, cwd=root, check=True)
+    from ._common import run_each_dtype
+
+    run_each_dtype("branched", ["--quick"] * args.quick + ["--profile"] * args.profile)
 
 
 if __name__ == "__main__":

@@ -37,8 +37,6 @@ runs in its own subprocess (`--dtype both`, the default, starts one per dtype).
 import argparse
 import dataclasses
 import os
-import subprocess
-import sys
 
 
 DT = 0.025  # ms
@@ -506,11 +504,9 @@ def main(argv=None) -> None:
     if args.dtype != "both":
         run_dtype(args.dtype, args.quick, args.profile)
         return
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for dtype_name in ("float64", "float32"):
-        cmd = [sys.executable, "-m", "benchmarks.forward", "--dtype", dtype_name]
-        cmd += ["--quick"] * args.quick + ["--profile"] * args.profile
-        subprocess.run(cmd, cwd=root, check=True)
+    from ._common import run_each_dtype
+
+    run_each_dtype("forward", ["--quick"] * args.quick + ["--profile"] * args.profile)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,6 @@ build time (`stable_ode.build`) for 1,000 neurons and 10,000 synapses.
 
 import argparse
 import os
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -189,11 +187,9 @@ def main(argv=None) -> None:
     if args.dtype != "both":
         run_dtype(args.dtype, args.quick)
         return
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for dtype_name in ("float64", "float32"):
-        cmd = [sys.executable, "-m", "benchmarks.network", "--dtype", dtype_name]
-        cmd += ["--quick"] * args.quick
-        subprocess.run(cmd, cwd=root, check=True)
+    from ._common import run_each_dtype
+
+    run_each_dtype("network", ["--quick"] * args.quick)
 
 
 if __name__ == "__main__":
