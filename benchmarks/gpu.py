@@ -1,0 +1,775 @@
+"""Forward and gradient timings at GPU sizes on whatever JAX device is present
+(issue 7, "GPU readiness").
+
+    python -m benchmarks.gpu [--size tiny|small|large] [--budget SECONDS]
+                             [--dtype float32|float64|both] [--only KIND ...]
+                             [--with-jaxley] [--shard] [--in-process] [--out FILE]
+
+Cases (`--only` picks kinds; sizes for `small` / `large`; all BackwardEuler at
+dt = 0.025 ms over `--t-max` = 50 ms, i.e. 2,000 fixed steps):
+
+- **cable**: an unbranched HH cable, 1000 µm long, 2 µm diameter, of `--cable`
+  = 100 / 10,000 compartments (the cable of `benchmarks/forward.py`, finer), a
+  0.1 nA step from 5 ms for 40 ms into the 0 end, both ends recorded;
+- **batch**: `jax.vmap` of `--batch` = 16 / 1,024 single HH compartments (20 µm ×
+  20 µm), each with its own step amplitude (0 to 0.5 nA); with `--shard` and more
+  than one device, the batch axis is split over all devices (`jax.sharding`);
+- **network**: `--cells` = 100 / 1,000 HH point neurons, each sending
+  `--syn-per-cell` = 10 graded `IonotropicSynapse`s (gmax = 5e-4 µS) to distinct
+  random other cells (seed 0), a 0.1 nA step into the first 10 cells, every cell's
+  voltage recorded;
+- **cable-grad**, **network-grad**: `jax.grad` through `simulate(...,
+  adjoint=Checkpointing())` of the mean voltage at the cable's far end w.r.t.
+  the three HH conductances (gnabar, gkbar, gl), and of the mean voltage of all
+  cells w.r.t. every synapse's gmax and the shared gnabar.
+
+`--with-jaxley` adds Jaxley's `bwd_euler` for cable, cable-grad (Jaxley's default,
+no checkpointing) and network, with the same models; skipped, saying so, when
+`jaxley` cannot be imported. `--size tiny` is for the smoke test
+(`tests/test_gpu_script.py`); `--cable`, `--cells`, `--syn-per-cell`, `--batch`,
+`--t-max`, `--repeats` override a size's numbers.
+
+Measured for each case (float32 by default, `--dtype float64` or `both`; NEURON's
+`hh` at 6.3 °C): the Python build time of the model; the compile time
+(`jax.jit(...).lower(...).compile()`); the run time, median of up to `--repeats`
+calls after one warm-up call, each waited on with `jax.block_until_ready` (fewer
+when they are slow: the timed calls stop before `--time-per-case` seconds);
+steps/s (fixed steps per second of run time) and compartment-steps/s (times the
+compartments simulated, summed over a batch; synapses not counted); the device's
+peak memory (`device.memory_stats()["peak_bytes_in_use"]`; the CPU has none: "—")
+and XLA's working memory for one call (`compiled.memory_analysis()
+.temp_size_in_bytes`); and a check that the run computed what it should: the
+spike count (upward crossings of 0 mV at the recorded sites) or, for gradients,
+that they are finite, and their norm.
+
+The budget is hard. Every case runs in its own Python process (so its peak memory
+is its own, and its dtype sets JAX's x64 flag, which Jaxley follows), and is killed
+when `--budget` seconds since the start (or `--case-limit` for the case) have
+passed; cases left are skipped, and the table says which. Order: dtype by dtype
+(float32 first), cheapest first within a dtype (compartments × steps, gradients
+×4). The parent process never imports JAX, so it holds no device memory.
+`--in-process` runs the cases in this process instead (one JAX import, quicker for
+tiny sizes; the budget is then checked only between cases, and the peak memory is
+the process's so far). The exit code is 1 if a case failed (not if it was killed
+or skipped for time).
+
+On a GPU machine, JAX with its CUDA plugin (`pip install -U "jax[cuda12]"`, or
+`"jax[cuda13]"` for a CUDA 13 driver), diffrax, equinox, lineax, optimistix and
+jaxtyping must be importable (`pip install -e .` installs the rest); Jaxley is
+optional. From the repository root (no install of stable_ode needed there), in
+one short command with a hard time limit:
+
+    PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu --size large --dtype both \\
+        --budget 400 --out gpu.md
+
+It prints a markdown table (with date, JAX version, backend, device kind and
+count) to stdout and, with `--out`, to a file. `--size small` finishes in about a
+minute on a 2-core CPU. JAX preallocates 75 % of GPU memory per process; the
+peak reported is what XLA's allocator used, not what it reserved.
+"""
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+
+DT = 0.025  # ms
+V_INIT, CELSIUS = -65.0, 6.3  # mV, °C
+AMPLITUDE, DELAY, DURATION = 0.1, 5.0, 40.0  # nA, ms, ms
+CELL_SIZE = 20.0  # µm: length = diameter of a point neuron / batch compartment
+GMAX = 5e-4  # µS
+N_STIM = 10  # stimulated cells of the network
+KINDS = ("cable", "batch", "network", "cable-grad", "network-grad")
+JAXLEY_KINDS = ("cable", "cable-grad", "network")
+
+SIZES = {
+    "tiny": dict(cable=8, batch=4, cells=6, syn_per_cell=2, t_max=10.0),
+    "small": dict(cable=100, batch=16, cells=100, syn_per_cell=10, t_max=50.0),
+    "large": dict(cable=10_000, batch=1_024, cells=1_000, syn_per_cell=10, t_max=50.0),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One case: what to build, in which dtype, with which implementation."""
+
+    kind: str
+    impl: str  # "stable_ode" or "jaxley"
+    dtype: str  # "float32" or "float64"
+    cable: int
+    batch: int
+    cells: int
+    syn_per_cell: int
+    t_max: float
+    repeats: int
+    time_per_case: float
+    shard: bool
+
+    @property
+    def n_steps(self) -> int:
+        return round(self.t_max / DT)
+
+    @property
+    def n_compartments(self) -> int:
+        """Compartments simulated at once (summed over a batch)."""
+        return {"cable": self.cable, "batch": self.batch, "network": self.cells}[
+            self.kind.removesuffix("-grad")
+        ]
+
+    @property
+    def cost(self) -> float:
+        """A rough relative cost, to run cheap cases first."""
+        factor = 4.0 if self.kind.endswith("-grad") else 1.0
+        factor *= 1.01 if self.impl == "jaxley" else 1.0  # ours first on ties
+        return factor * self.n_compartments * self.n_steps
+
+    @property
+    def size_label(self) -> str:
+        base = self.kind.removesuffix("-grad")
+        if base == "cable":
+            return f"{self.cable} comp."
+        if base == "batch":
+            return f"{self.batch} × 1 comp."
+        return f"{self.cells} cells, {self.cells * self.syn_per_cell} syn."
+
+
+# ----------------------------------------------------------------------------
+# Model builders (the worker side: these import JAX).
+
+
+def _dtype(name: str):
+    import jax.numpy as jnp
+
+    return {"float32": jnp.float32, "float64": jnp.float64}[name]
+
+
+def build_cable(n: int, dtype):
+    """The HH cable of `benchmarks/forward.py` with `n` compartments."""
+    import stable_ode as so
+
+    cell = so.Cell(
+        "cell",
+        [so.Section("sec", 1000.0, 2.0, n)],
+        [so.Insert(so.HH())],
+        axial_resistivity=100.0,
+        capacitance=1.0,
+    )
+    stim = so.StepCurrent(so.Site("cell", "sec", 0.0), AMPLITUDE, DELAY, DURATION)
+    recs = [
+        so.Recording("r0", so.Site("cell", "sec", 0.0)),
+        so.Recording("r1", so.Site("cell", "sec", 1.0)),
+    ]
+    return so.build([cell], [stim], recs, celsius=CELSIUS, v_init=V_INIT, dtype=dtype)
+
+
+def build_compartment(dtype):
+    """One HH compartment (20 µm × 20 µm) with a step current into it."""
+    import stable_ode as so
+
+    cell = so.Cell(
+        "c", [so.Section("soma", CELL_SIZE, CELL_SIZE, 1)], [so.Insert(so.HH())]
+    )
+    site = so.Site("c", "soma", 0.5)
+    return so.build(
+        [cell],
+        [so.StepCurrent(site, AMPLITUDE, DELAY, DURATION)],
+        [so.Recording("v", site)],
+        celsius=CELSIUS,
+        v_init=V_INIT,
+        dtype=dtype,
+    )
+
+
+def network_pairs(n_cells: int, syn_per_cell: int, seed: int = 0):
+    """`(pre, post)` cell indices: every cell sends `syn_per_cell` synapses to
+    distinct other cells chosen at random (no self-connection, no duplicate)."""
+    import numpy as np
+
+    if not 1 <= syn_per_cell <= n_cells - 1:
+        raise ValueError(
+            f"syn_per_cell must be in [1, cells - 1] = [1, {n_cells - 1}], "
+            f"got {syn_per_cell}"
+        )
+    rng = np.random.default_rng(seed)
+    pre = np.repeat(np.arange(n_cells), syn_per_cell)
+    post = np.concatenate(
+        [
+            (i + 1 + rng.choice(n_cells - 1, syn_per_cell, replace=False)) % n_cells
+            for i in range(n_cells)
+        ]
+    )
+    return pre, post
+
+
+def build_network(n_cells: int, syn_per_cell: int, dtype):
+    """`n_cells` HH point neurons and `n_cells · syn_per_cell` graded synapses."""
+    import stable_ode as so
+
+    cells = [
+        so.Cell(
+            f"n{k}", [so.Section("soma", CELL_SIZE, CELL_SIZE, 1)], [so.Insert(so.HH())]
+        )
+        for k in range(n_cells)
+    ]
+    pre, post = network_pairs(n_cells, syn_per_cell)
+    conn = so.Connections(so.IonotropicSynapse(gmax=GMAX), pre, post)
+    stims = [
+        so.StepCurrent(so.Site(f"n{k}", "soma", 0.5), AMPLITUDE, DELAY, DURATION)
+        for k in range(min(N_STIM, n_cells))
+    ]
+    recs = [
+        so.Recording(f"n{k}", so.Site(f"n{k}", "soma", 0.5)) for k in range(n_cells)
+    ]
+    return so.build(
+        cells, stims, recs, [conn], celsius=CELSIUS, v_init=V_INIT, dtype=dtype
+    )
+
+
+def _jaxley_cable(spec: Spec):
+    import dataclasses as dc
+
+    from .forward import build_jaxley, CABLE
+
+    case = dc.replace(CABLE, n_compartments=spec.cable, t_max=spec.t_max)
+    return build_jaxley(case)
+
+
+def _jaxley_network(spec: Spec, s_init: float):
+    import jaxley as jx
+    import numpy as np
+    from jaxley.channels import HH
+    from jaxley.synapses import IonotropicSynapse
+
+    n = spec.cells
+    cell = jx.Cell(jx.Branch(jx.Compartment(), 1), parents=[-1])
+    net = jx.Network([cell for _ in range(n)])
+    pre, post = network_pairs(n, spec.syn_per_cell)
+    matrix = np.zeros((n, n), dtype=bool)
+    matrix[pre, post] = True
+    jx.connectivity_matrix_connect(
+        net.cell("all"), net.cell("all"), IonotropicSynapse(), matrix
+    )
+    net.set("length", CELL_SIZE)
+    net.set("radius", CELL_SIZE / 2)
+    net.set("capacitance", 1.0)
+    net.insert(HH())
+    net.set("v", V_INIT)
+    net.init_states()
+    net.IonotropicSynapse.set("IonotropicSynapse_gS", GMAX)
+    net.IonotropicSynapse.set("IonotropicSynapse_s", s_init)
+    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, spec.t_max)
+    for k in range(min(N_STIM, n)):
+        net.cell(k).branch(0).comp(0).stimulate(current, verbose=False)
+    for k in range(n):
+        net.cell(k).branch(0).comp(0).record("v", verbose=False)
+    return net
+
+
+# ----------------------------------------------------------------------------
+# Cases: each returns (function to jit, its arguments, check of its output).
+
+
+def _spikes(v) -> int:
+    import numpy as np
+
+    v = np.asarray(v, dtype=float)
+    return int(np.sum((v[..., 1:] > 0) & (v[..., :-1] <= 0)))
+
+
+def _check_forward(out) -> str:
+    import numpy as np
+
+    v = np.asarray(out, dtype=float)
+    if not np.all(np.isfinite(v)):
+        return "NOT FINITE"
+    return f"{_spikes(v)} spikes"
+
+
+def _check_grad(out) -> str:
+    import jax
+    import numpy as np
+
+    leaves = [np.asarray(x, dtype=float).ravel() for x in jax.tree.leaves(out)]
+    g = np.concatenate(leaves)
+    if not np.all(np.isfinite(g)):
+        return "grad NOT FINITE"
+    return f"grad finite, norm {np.linalg.norm(g):.3g}"
+
+
+def _case_ours(spec: Spec):
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    import stable_ode as so
+
+    dtype = _dtype(spec.dtype)
+    solver = so.BackwardEuler()
+    t_max = spec.t_max
+
+    if spec.kind in ("cable", "cable-grad"):
+        model = build_cable(spec.cable, dtype)
+        if spec.kind == "cable":
+
+            def run(m):
+                sim = so.simulate(m, t_max, DT, solver=solver)
+                return jnp.stack([sim.recordings["r0"], sim.recordings["r1"]])
+
+            return run, (model,), _check_forward
+        n = model.n_compartments
+
+        def loss(p, m):
+            m = eqx.tree_at(
+                lambda m: (
+                    m.mechanisms[0].mechanism.gnabar,
+                    m.mechanisms[0].mechanism.gkbar,
+                    m.mechanisms[0].mechanism.gl,
+                ),
+                m,
+                (jnp.full(n, p[0]), jnp.full(n, p[1]), jnp.full(n, p[2])),
+            )
+            sim = so.simulate(m, t_max, DT, solver=solver, adjoint=so.Checkpointing())
+            return jnp.mean(sim.recordings["r1"])
+
+        p = jnp.asarray([0.12, 0.036, 0.0003], dtype=dtype)
+        return jax.grad(loss), (p, model), _check_grad
+
+    if spec.kind == "batch":
+        model = build_compartment(dtype)
+
+        def one(amp, m):
+            m = eqx.tree_at(lambda m: m.stimuli.step_amplitude, m, jnp.full(1, amp))
+            return so.simulate(m, t_max, DT, solver=solver).recordings["v"]
+
+        amps = jnp.linspace(0.0, 0.5, spec.batch, dtype=dtype)
+        if spec.shard and jax.device_count() > 1:
+            import numpy as np
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+            n_dev = jax.device_count()
+            if spec.batch % n_dev:
+                raise ValueError(
+                    f"--batch {spec.batch} is not a multiple of the "
+                    f"{n_dev} devices to shard it over"
+                )
+            mesh = Mesh(np.array(jax.devices()), ("batch",))
+            amps = jax.device_put(amps, NamedSharding(mesh, PartitionSpec("batch")))
+        return jax.vmap(one, in_axes=(0, None)), (amps, model), _check_forward
+
+    if spec.kind in ("network", "network-grad"):
+        model = build_network(spec.cells, spec.syn_per_cell, dtype)
+        names = [name for name, _ in model.layout.recordings]
+        if spec.kind == "network":
+
+            def run(m):
+                sim = so.simulate(m, t_max, DT, solver=solver)
+                return jnp.stack([sim.recordings[k] for k in names])
+
+            return run, (model,), _check_forward
+        n = model.n_compartments
+
+        def loss(p, m):
+            gmax, gnabar = p
+            m = eqx.tree_at(
+                lambda m: (
+                    m.synapses[0].synapse.gmax,
+                    m.mechanisms[0].mechanism.gnabar,
+                ),
+                m,
+                (gmax, jnp.full(n, gnabar)),
+            )
+            sim = so.simulate(m, t_max, DT, solver=solver, adjoint=so.Checkpointing())
+            return jnp.mean(jnp.stack([sim.recordings[k] for k in names]))
+
+        p = (model.synapses[0].synapse.gmax, jnp.asarray(0.12, dtype=dtype))
+        return jax.grad(loss), (p, model), _check_grad
+
+    raise ValueError(f"unknown case kind {spec.kind!r}; expected one of {KINDS}")
+
+
+def _case_jaxley(spec: Spec):
+    import jax
+    import jax.numpy as jnp
+    import jaxley as jx
+
+    t_max = spec.t_max
+    if spec.kind == "cable":
+        module = _jaxley_cable(spec)
+
+        def run(p):
+            return jx.integrate(module, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
+
+        return run, (module.get_parameters(),), _check_forward
+    if spec.kind == "cable-grad":
+        module = _jaxley_cable(spec)
+        for name in ("HH_gNa", "HH_gK", "HH_gLeak"):
+            module.make_trainable(name, verbose=False)
+
+        def loss(p):
+            v = jx.integrate(module, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
+            return jnp.mean(v[1])
+
+        return jax.grad(loss), (module.get_parameters(),), _check_grad
+    if spec.kind == "network":
+        # Jaxley starts the synapse state at 0.2; set it to ours (steady state).
+        ours = build_network(spec.cells, spec.syn_per_cell, _dtype(spec.dtype))
+        s_init = float(ours.init_state().synapses[0]["s"][0])
+        net = _jaxley_network(spec, s_init)
+
+        def run(p):
+            return jx.integrate(net, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
+
+        return run, (net.get_parameters(),), _check_forward
+    raise ValueError(f"no Jaxley version of case kind {spec.kind!r}")
+
+
+def _mib(n) -> float | None:
+    return None if n is None else n / 2**20
+
+
+def run_case(spec: Spec, progress=None) -> dict:
+    """Build, compile and time one case in this process (x64 set by its dtype).
+
+    **Arguments:**
+
+    - `spec`: the case.
+    - `progress`: called with a dict of the measurements so far after each stage
+      (so that a killed worker still tells how far it got), or `None`.
+
+    **Returns:** a dict of measurements (seconds, ms, MiB; `None` where absent).
+    """
+    import jax
+
+    jax.config.update("jax_enable_x64", spec.dtype == "float64")
+    out = dict(dataclasses.asdict(spec))
+    report = progress or (lambda d: None)
+
+    if spec.impl == "jaxley":
+        import jaxley  # noqa: F401  (its import is not part of the build time)
+    start = time.perf_counter()
+    make = _case_jaxley if spec.impl == "jaxley" else _case_ours
+    fn, args, check = make(spec)
+    out["build_s"] = time.perf_counter() - start
+    report(dict(out, stage="built"))
+
+    start = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    out["compile_s"] = time.perf_counter() - start
+    report(dict(out, stage="compiled"))
+
+    start = time.perf_counter()
+    result = jax.block_until_ready(compiled(*args))
+    out["first_s"] = time.perf_counter() - start
+    runs = []
+    while len(runs) < spec.repeats and (
+        not runs or sum(runs) + runs[-1] <= spec.time_per_case
+    ):
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        runs.append(time.perf_counter() - start)
+    median = statistics.median(runs)
+    out.update(run_ms=1e3 * median, min_ms=1e3 * min(runs), n_runs=len(runs))
+    out["steps_per_s"] = spec.n_steps / median
+    out["comp_steps_per_s"] = spec.n_steps * spec.n_compartments / median
+    out["check"] = check(result)
+    if spec.kind == "batch":
+        out["sharded_over"] = len(result.sharding.device_set)
+
+    device = jax.devices()[0]
+    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    out["peak_mib"] = _mib((stats or {}).get("peak_bytes_in_use"))
+    analysis = compiled.memory_analysis()
+    out["xla_temp_mib"] = _mib(getattr(analysis, "temp_size_in_bytes", None))
+    out.update(_environment())
+    out["stage"] = "done"
+    return out
+
+
+def _environment() -> dict:
+    import jax
+
+    device = jax.devices()[0]
+    return dict(
+        jax_version=jax.__version__,
+        backend=jax.default_backend(),
+        device_kind=device.device_kind,
+        device_count=jax.device_count(),
+    )
+
+
+def _worker(spec_json: str) -> None:
+    """Run one case; print `PROGRESS {json}` lines and a final `RESULT {json}`."""
+
+    def progress(d):
+        print("PROGRESS " + json.dumps(d), flush=True)
+
+    result = run_case(Spec(**json.loads(spec_json)), progress)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+# ----------------------------------------------------------------------------
+# The driver (never imports JAX when cases run in their own processes).
+
+
+def _run_isolated(spec: Spec, timeout: float) -> dict:
+    """Run `spec` in a fresh Python process, killed after `timeout` seconds."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.gpu",
+        "--worker",
+        json.dumps(dataclasses.asdict(spec)),
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, so a kill takes it all
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        timed_out = True
+    last = dict(dataclasses.asdict(spec), stage="started")
+    for line in stdout.splitlines():
+        head, _, body = line.partition(" ")
+        if head in ("PROGRESS", "RESULT"):
+            last = json.loads(body)
+    if timed_out:
+        last["killed"] = f"killed at the time limit, {timeout:.0f} s ({last['stage']})"
+    elif proc.returncode != 0 or last.get("stage") != "done":
+        lines = [x for x in stderr.strip().splitlines() if x.strip()]
+        last["error"] = (
+            f"exit code {proc.returncode}: {lines[-1] if lines else 'no message'}"
+        )
+    return last
+
+
+def _jaxley_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("jaxley") is not None
+
+
+def make_specs(args) -> list[Spec]:
+    """Every case the arguments ask for, cheapest first."""
+    size = dict(SIZES[args.size])
+    for key in size:
+        if getattr(args, key) is not None:
+            size[key] = getattr(args, key)
+    dtypes = ["float32", "float64"] if args.dtype == "both" else [args.dtype]
+    impls = ["stable_ode"] + (["jaxley"] if args.with_jaxley else [])
+    specs = [
+        Spec(
+            kind=kind,
+            impl=impl,
+            dtype=dtype,
+            repeats=args.repeats,
+            time_per_case=args.time_per_case,
+            shard=args.shard,
+            **size,
+        )
+        for kind in args.only
+        for impl in impls
+        for dtype in dtypes
+        if impl == "stable_ode" or kind in JAXLEY_KINDS
+    ]
+    return sorted(specs, key=lambda s: (dtypes.index(s.dtype), s.cost))
+
+
+def _fmt(x, spec: str, none: str = "—") -> str:
+    return none if x is None else format(x, spec)
+
+
+def format_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub-markdown table with padded columns (as `_common.format_table`,
+    which imports JAX: the driver does not)."""
+    cols = [header] + rows
+    widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
+
+    def line(r):
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
+
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(header), sep] + [line(r) for r in rows])
+
+
+def format_results(rows: list[dict], header: dict) -> str:
+    """The markdown report: a header line, the table, and notes."""
+    cols = [
+        "case", "impl", "dtype", "size", "steps", "build s", "compile s",
+        "run ms (median)", "steps/s", "comp.·steps/s", "peak MiB", "XLA temp MiB",
+        "check",
+    ]  # fmt: skip
+    body = []
+    for r in rows:
+        common = [
+            r["kind"],
+            r["impl"],
+            r["dtype"],
+            r["size_label"],
+            str(r["n_steps"]),
+        ]
+        if r.get("stage") != "done" or "error" in r or "killed" in r:
+            reason = r.get("error") or r.get("killed") or r.get("skipped") or r["stage"]
+            partial = [
+                _fmt(r.get("build_s"), ".2f", ""),
+                _fmt(r.get("compile_s"), ".2f", ""),
+            ]
+            body.append(common + partial + ["", "", "", "", "", reason])
+            continue
+        body.append(
+            common
+            + [
+                f"{r['build_s']:.2f}",
+                f"{r['compile_s']:.2f}",
+                f"{r['run_ms']:.2f} (n={r['n_runs']})",
+                f"{r['steps_per_s']:.3g}",
+                f"{r['comp_steps_per_s']:.3g}",
+                _fmt(r["peak_mib"], ".1f"),
+                _fmt(r["xla_temp_mib"], ".1f"),
+                r["check"],
+            ]
+        )
+    lines = [
+        f"# benchmarks/gpu.py --size {header['size']}: {header['date']}, "
+        f"{header['device']}",
+        "",
+        f"jax {header.get('jax_version', '?')}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, mode: {header['mode']}, budget {header['budget']:g} s "
+        f"(used {header['elapsed']:.0f} s), dt = {DT} ms, BackwardEuler.",
+        "",
+        format_table(cols, body),
+    ]
+    for note in header.get("notes", []):
+        lines += ["", note]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.gpu", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument(
+        "--budget", type=float, default=600.0, help="seconds in all (hard)"
+    )
+    parser.add_argument(
+        "--case-limit", type=float, default=None, help="seconds per case at most"
+    )
+    parser.add_argument(
+        "--dtype", choices=["float32", "float64", "both"], default="float32"
+    )
+    parser.add_argument("--only", nargs="+", choices=KINDS, default=list(KINDS))
+    parser.add_argument("--with-jaxley", action="store_true")
+    parser.add_argument("--shard", action="store_true", help="shard the batch")
+    parser.add_argument("--in-process", action="store_true")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--time-per-case", type=float, default=10.0)
+    for key in ("cable", "batch", "cells", "syn_per_cell"):
+        parser.add_argument("--" + key.replace("_", "-"), type=int, default=None)
+    parser.add_argument("--t-max", type=float, default=None, help="ms")
+    parser.add_argument("--out", default=None, help="also write the report here")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker is not None:
+        _worker(args.worker)
+        return
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    if not args.budget > 0:
+        parser.error(f"--budget must be > 0 s, got {args.budget}")
+
+    start = time.perf_counter()
+    notes = []
+    if args.with_jaxley and not _jaxley_available():
+        notes.append("Jaxley cases skipped: `import jaxley` failed (not installed).")
+        args.with_jaxley = False
+    specs = make_specs(args)
+    rows, env = [], {}
+    for spec in specs:
+        row = dict(
+            dataclasses.asdict(spec),
+            size_label=spec.size_label,
+            n_steps=spec.n_steps,
+        )
+        remaining = args.budget - (time.perf_counter() - start)
+        limit = (
+            remaining if args.case_limit is None else min(remaining, args.case_limit)
+        )
+        if remaining < 1.0:
+            row.update(stage="skipped", skipped="skipped: budget used up")
+            rows.append(row)
+            continue
+        print(
+            f"[{time.perf_counter() - start:6.1f} s] {spec.kind} {spec.impl} "
+            f"{spec.dtype} ({spec.size_label}) ...",
+            file=sys.stderr,
+            flush=True,
+        )
+        if args.in_process:
+            try:
+                row.update(run_case(spec))
+            except Exception as e:  # report it and go on with the next case
+                row["error"] = f"{type(e).__name__}: {e}"
+        else:
+            row.update(_run_isolated(spec, limit))
+        rows.append(row)
+        env = env or {k: row[k] for k in ("jax_version", "device_kind") if k in row}
+        env.setdefault("backend", row.get("backend"))
+        env.setdefault("device_count", row.get("device_count"))
+    n_skipped = sum(r.get("stage") == "skipped" or "killed" in r for r in rows)
+    if n_skipped:
+        notes.append(
+            f"{n_skipped} case(s) killed or skipped: the budget of {args.budget:g} s "
+            "(or --case-limit) ran out."
+        )
+    for r in rows:
+        if r.get("sharded_over") and (r["shard"] or r["device_count"] > 1):
+            notes.append(
+                f"{r['kind']} {r['dtype']}: output on {r['sharded_over']} of "
+                f"{r['device_count']} device(s)"
+                + ("" if r["shard"] else " (--shard not given)")
+            )
+    if not args.in_process:
+        notes.append("Each case ran in its own process; peak memory is per case.")
+    else:
+        notes.append("In-process run: peak device memory is the process's so far.")
+    header = dict(
+        size=args.size,
+        date=datetime.date.today().isoformat(),
+        device=(
+            f"{env.get('backend', '?')} device {env.get('device_kind', '?')} "
+            f"× {env.get('device_count', '?')}"
+        ),
+        jax_version=env.get("jax_version"),
+        mode="in-process" if args.in_process else "one process per case",
+        budget=args.budget,
+        elapsed=time.perf_counter() - start,
+        notes=notes,
+    )
+    text = format_results(rows, header)
+    print(text, flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    if any("error" in r for r in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
