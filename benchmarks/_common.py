@@ -152,15 +152,71 @@ def loop_kernels(jitted: Callable, *args) -> list[int]:
     return counts
 
 
-def run_each_dtype(module: str, flags: list[str]) -> None:
-    """Run `python -m benchmarks.<module> --dtype D <flags>` for float64, then
-    float32, each in its own process (JAX's x64 flag is global, and Jaxley takes
-    its dtype from it)."""
+def run_each_dtype(
+    module: str, flags: list[str], dtypes: Sequence[str] = ("float64", "float32")
+) -> None:
+    """Run `python -m benchmarks.<module> --dtype D <flags>` for each dtype (float64,
+    then float32 by default), each in its own process (JAX's x64 flag is global, and
+    Jaxley takes its dtype from it)."""
     import os
     import subprocess
     import sys
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for dtype_name in ("float64", "float32"):
+    for dtype_name in dtypes:
         cmd = [sys.executable, "-m", f"benchmarks.{module}", "--dtype", dtype_name]
         subprocess.run(cmd + flags, cwd=root, check=True)
+
+
+def have_jaxley() -> bool:
+    """Whether Jaxley (a benchmark-only dependency) can be imported here; without
+    it the benchmarks leave out the Jaxley columns."""
+    try:
+        import jaxley  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+RESULTS_ENV = "BENCHMARKS_JSON"
+
+
+def emit(benchmark: str, rows: Sequence[dict]) -> None:
+    """Append `rows` (JSON-able dicts) to the file named by `$BENCHMARKS_JSON`, one
+    JSON object per line tagged with `benchmark`; nothing if the variable is unset.
+
+    `python -m benchmarks` sets it, so that it can put the rows of every
+    benchmark and dtype process side by side (float32/float64 table, plots).
+    """
+    import json
+    import os
+
+    path = os.environ.get(RESULTS_ENV)
+    if not path:
+        return
+    with open(path, "a") as f:
+        for row in rows:
+            f.write(json.dumps(dict(row, benchmark=benchmark), default=float) + "\n")
+
+
+def spike_times(t, v, threshold: float = 0.0) -> np.ndarray:
+    """Upward crossings of `threshold` (mV) in `v` sampled at times `t` (ms),
+    linearly interpolated, ms."""
+    t, v = np.asarray(t, dtype=float), np.asarray(v, dtype=float)
+    up = np.nonzero((v[:-1] < threshold) & (v[1:] >= threshold))[0]
+    return t[up] + (threshold - v[up]) * (t[up + 1] - t[up]) / (v[up + 1] - v[up])
+
+
+def spike_error(got: Sequence[np.ndarray], ref: Sequence[np.ndarray]) -> float:
+    """Largest |Δt| (ms) between matching spikes of several traces; `inf` if a
+    trace has a different number of spikes than its reference."""
+    import math
+
+    if len(got) != len(ref) or any(len(a) != len(b) for a, b in zip(got, ref)):
+        return math.inf
+    return float(
+        max(
+            (np.max(np.abs(a - b), initial=0.0) for a, b in zip(got, ref, strict=True)),
+            default=0.0,
+        )
+    )

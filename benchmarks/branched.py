@@ -14,7 +14,9 @@ branch point is a membrane-less junction node (NEURON's discretisation; Jaxley
 
 Ours: `simulate(..., solver=BackwardEuler())` (the tree solve: chains by one
 batched `gtsv` + the reduced junction tree, `TreeSolver` with a `TreePlan`)
-against Jaxley's `bwd_euler` (DHS solver, `jaxley.dhs.cpu`). Conventions as in
+against Jaxley's `bwd_euler` (DHS solver, `jaxley.dhs.cpu`) and NEURON's fixed
+step with `secondorder=0` (`benchmarks/_neuron.py`; the same scheme), each where
+installed. Conventions as in
 `benchmarks/forward.py`: jitted, parameters as arguments, one compiling call,
 then the median of interleaved calls; `max |Δv|` checks that both computed
 the same thing. Each dtype runs in its own subprocess (x64 is global).
@@ -35,8 +37,9 @@ T_MAX, DT = 100.0, 0.025  # ms
 RECORD = ((0, 0.0), (len(PARENTS) - 1, 1.0))  # (branch, position)
 
 
-def build_ours(dtype):
-    """The stable_ode `MembraneModel` of the benchmark cell."""
+def describe():
+    """The stable_ode description of the cell: `(cells, stimuli, recordings)` (also
+    what the NEURON model is made from)."""
     import stable_ode as so
 
     sections = [
@@ -51,10 +54,17 @@ def build_ours(dtype):
         so.Recording(f"r{i}", so.Site("cell", f"b{b}", x))
         for i, (b, x) in enumerate(RECORD)
     ]
-    return so.build([cell], [stim], recs, celsius=CELSIUS, v_init=V_INIT, dtype=dtype)
+    return [cell], [stim], recs
 
 
-def build_jaxley():
+def build_ours(dtype):
+    """The stable_ode `MembraneModel` of the benchmark cell."""
+    import stable_ode as so
+
+    return so.build(*describe(), celsius=CELSIUS, v_init=V_INIT, dtype=dtype)
+
+
+def build_jaxley(t_max: float = T_MAX):
     """The Jaxley cell (dtype follows JAX's x64 flag)."""
     import jaxley as jx
     from jaxley.channels import HH
@@ -67,56 +77,61 @@ def build_jaxley():
     cell.insert(HH())
     cell.set("v", V_INIT)
     cell.init_states()
-    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, T_MAX)
+    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, t_max)
     cell.branch(0).comp(0).stimulate(current, verbose=False)
     for b, x in RECORD:
         cell.branch(b).comp(min(int(x * N_COMP), N_COMP - 1)).record("v", verbose=False)
     return cell
 
 
-def run(dtype_name: str, repeats: int) -> dict:
-    """Time ours against Jaxley in this process's dtype (ms, mV)."""
+def run(dtype_name: str, repeats: int, t_max: float = T_MAX) -> dict:
+    """Time ours against Jaxley and NEURON (fixed step, `secondorder=0`), where
+    installed, in this process's dtype (ms, mV; `forward.compare`'s row)."""
     import jax
     import jax.numpy as jnp
-    import jaxley as jx
 
     import stable_ode as so
 
-    from ._common import max_abs_diff, time_interleaved
+    from ._common import have_jaxley
+    from ._neuron import have_neuron, NeuronModel
+    from .forward import compare
 
     dtype = _dtype(dtype_name)
     model = build_ours(dtype)
-    cell = build_jaxley()
-    params = cell.get_parameters()
     names = [name for name, _ in model.layout.recordings]
 
     @jax.jit
     def ours(m):
-        sim = so.simulate(m, T_MAX, DT, solver=so.BackwardEuler())
+        sim = so.simulate(m, t_max, DT, solver=so.BackwardEuler())
         return jnp.stack([sim.recordings[n] for n in names])
 
-    @jax.jit
-    def theirs(p):
-        return jx.integrate(cell, p, t_max=T_MAX, delta_t=DT, solver="bwd_euler")
+    jaxley = None
+    if have_jaxley():
+        import jaxley as jx
 
-    (t_ours, v_ours), (t_jx, v_jx) = time_interleaved(
-        [ours, theirs], [(model,), (params,)], repeats=repeats
-    )
-    assert v_ours.dtype == dtype and v_jx.dtype == dtype, (v_ours.dtype, v_jx.dtype)
-    return dict(
-        case=f"branched HH cell, {len(PARENTS)}×{N_COMP} comp., {T_MAX:g} ms",
-        dtype=dtype_name,
-        ours="BackwardEuler",
-        jaxley="bwd_euler",
-        ours_ms=1e3 * t_ours.median,
-        jaxley_ms=1e3 * t_jx.median,
-        ours_min_ms=1e3 * t_ours.min,
-        jaxley_min_ms=1e3 * t_jx.min,
-        ours_compile_s=t_ours.compile,
-        jaxley_compile_s=t_jx.compile,
-        max_dv=max_abs_diff(v_ours, v_jx),
-        v_peak=float(jnp.max(v_ours)),
-    )
+        cell = build_jaxley(t_max)
+
+        @jax.jit
+        def theirs(p):
+            return jx.integrate(cell, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
+
+        jaxley = ("bwd_euler", theirs, (cell.get_parameters(),))
+    nrn, neuron = None, None
+    if have_neuron():
+        nrn = NeuronModel(
+            *describe(), t_stop=t_max, dt=DT, celsius=CELSIUS, v_init=V_INIT
+        )
+        neuron = ("fixed, secondorder=0", lambda: nrn.run(0))
+    try:
+        row = compare(
+            f"branched HH cell, {len(PARENTS)}×{N_COMP} comp., {t_max:g} ms",
+            dtype_name, "BackwardEuler", ours, (model,), jaxley, neuron, repeats,
+        )  # fmt: skip
+    finally:
+        if nrn is not None:
+            nrn.close()
+    row["v_peak"] = float(jnp.max(ours(model)))
+    return row
 
 
 def profile(dtype_name: str, repeats: int) -> None:
@@ -203,21 +218,24 @@ def profile(dtype_name: str, repeats: int) -> None:
     print(format_table(["what", "median µs/step", "min µs/step", "loop kernels"], rows))
 
 
-def run_dtype(dtype_name: str, quick: bool, with_profile: bool) -> None:
+def run_dtype(dtype_name: str, mode: str, with_profile: bool) -> None:
     import jax
 
+    from ._common import emit
     from .forward import print_rows
 
     jax.config.update("jax_enable_x64", dtype_name == "float64")
-    repeats = 3 if quick else 11
+    repeats = {"full": 11, "quick": 3, "smoke": 1}[mode]
+    t_max = 10.0 if mode == "smoke" else T_MAX
     print(
         f"# {dtype_name}: jax {jax.__version__}, {jax.default_backend()}, "
         f"{os.cpu_count()} CPUs, median of {repeats} calls after compilation",
         flush=True,
     )
-    row = run(dtype_name, repeats)
+    row = run(dtype_name, repeats, t_max)
     print_rows([row])
     print(f"(peak v of ours: {row['v_peak']:.1f} mV)", flush=True)
+    emit("branched", [row])
     if with_profile:
         profile(dtype_name, repeats)
 
@@ -230,16 +248,19 @@ def main(argv=None) -> None:
         "--dtype", choices=["float32", "float64", "both"], default="both"
     )
     parser.add_argument("--quick", action="store_true", help="3 timed calls")
+    parser.add_argument("--smoke", action="store_true", help="10 ms, 1 call (a test)")
     parser.add_argument(
         "--profile", action="store_true", help="also where our time goes"
     )
     args = parser.parse_args(argv)
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.dtype != "both":
-        run_dtype(args.dtype, args.quick, args.profile)
+        run_dtype(args.dtype, mode, args.profile)
         return
     from ._common import run_each_dtype
 
-    run_each_dtype("branched", ["--quick"] * args.quick + ["--profile"] * args.profile)
+    flags = ["--quick"] * args.quick + ["--smoke"] * args.smoke
+    run_each_dtype("branched", flags + ["--profile"] * args.profile)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Forward-simulation speed against Jaxley (issue 2, "Performance").
 
-    python -m benchmarks.forward [--quick] [--dtype float32|float64|both] [--profile]
+    python -m benchmarks.forward [--quick | --smoke] [--dtype float32|float64|both]
+                                 [--profile]
 
 Builds the same two models in stable_ode and in Jaxley (a benchmark-only
 dependency, `pip install jaxley`):
@@ -28,8 +29,29 @@ start-up steps, Jaxley's is NEURON's `secondorder=2`-like half-step), and our
 fails on a single compartment; its `bwd_euler` skips the linear solve there,
 so it is the same elementwise update).
 
-x64 is a global JAX flag, and Jaxley picks its dtype from it, so each dtype
-runs in its own subprocess (`--dtype both`, the default, starts one per dtype).
+Next to Jaxley, in the same interleaved timing: NEURON 9's fixed step
+(`benchmarks/_neuron.py`: `h.finitialize` + `h.continuerun`, `secondorder=0`
+for our `BackwardEuler` and `ExponentialEuler`, the same scheme as ours and
+Jaxley's `bwd_euler`, and `secondorder=2` for our `CrankNicolson`), always
+float64, recording `v` at every step.
+
+- **batch**: 64 HH compartments with `gnabar` evenly spaced in 0.08–0.16 S/cm²,
+  100 ms: ours `jax.vmap` of `simulate` over `gnabar`, Jaxley `jax.vmap` of
+  `jx.integrate` over its trainable `HH_gNa`, NEURON the 64 cells in one
+  simulation.
+- **adaptive**: the compartment (and, in the full run, the cable) with adaptive
+  steps at one tolerance: our `CrankNicolson` with `diffrax.PIDController`,
+  diffrax's generic `Kvaerno5` and `Tsit5` (compartment only) through `simulate`
+  with the same controller, NEURON's CVODE at `atol` = the tolerance; with each
+  run's spike-time error against CVODE at atol 1e-8 (equal tolerances are not
+  equal accuracy; `benchmarks/work_precision.py` compares at equal accuracy).
+
+Jaxley and NEURON are benchmark-only dependencies: without them their columns
+are left out. x64 is a global JAX flag, and Jaxley picks its dtype from it, so
+each dtype runs in its own subprocess (`--dtype both`, the default, starts one
+per dtype). `--quick`: 3 timed calls, `BackwardEuler` only, adaptive on the
+compartment only; `--smoke`: 10 ms, 4-way batch, 1 call (a test). Each process
+appends its rows to `$BENCHMARKS_JSON` if set (`python -m benchmarks` does).
 `--profile` adds a breakdown of where our solves spend their time (see
 `benchmarks/README.md`).
 """
@@ -86,8 +108,9 @@ CABLE = Case(
 )
 
 
-def build_ours(case: Case, dtype):
-    """The stable_ode `MembraneModel` of `case`."""
+def describe(case: Case):
+    """The stable_ode description of `case`: `(cells, stimuli, recordings)` (also
+    what the NEURON model is made from)."""
     import stable_ode as so
 
     cell = so.Cell(
@@ -104,7 +127,28 @@ def build_ours(case: Case, dtype):
         so.Recording(f"r{k}", so.Site("cell", "sec", x))
         for k, x in enumerate(case.record_positions)
     ]
-    return so.build([cell], [stim], recs, celsius=6.3, v_init=V_INIT, dtype=dtype)
+    return [cell], [stim], recs
+
+
+def build_ours(case: Case, dtype):
+    """The stable_ode `MembraneModel` of `case`."""
+    import stable_ode as so
+
+    cells, stims, recs = describe(case)
+    return so.build(cells, stims, recs, celsius=6.3, v_init=V_INIT, dtype=dtype)
+
+
+def build_neuron(case: Case):
+    """The NEURON model of `case` (`benchmarks._neuron.NeuronModel`), or `None`
+    without NEURON."""
+    from ._neuron import have_neuron, NeuronModel
+
+    if not have_neuron():
+        return None
+    cells, stims, recs = describe(case)
+    return NeuronModel(
+        cells, stims, recs, t_stop=case.t_max, dt=DT, celsius=6.3, v_init=V_INIT
+    )
 
 
 def build_jaxley(case: Case):
@@ -134,103 +178,449 @@ def build_jaxley(case: Case):
     return module
 
 
-def run_case(case: Case, dtype_name: str, repeats: int, solvers=None) -> list[dict]:
-    """Time every solver pair of `case` in this process's dtype.
+# NEURON's fixed-step scheme for each of our fixed-step solvers.
+NEURON_SCHEME = {"BackwardEuler": 0, "CrankNicolson": 2, "ExponentialEuler": 0}
 
-    **Returns:** one dict per solver pair with times in ms and `max |Δv|` in mV.
+
+def compare(
+    case_name: str,
+    dtype_name: str,
+    ours_name: str,
+    ours,
+    ours_args: tuple,
+    jaxley=None,
+    neuron=None,
+    repeats: int = 11,
+) -> dict:
+    """Time `ours(*ours_args)` interleaved with its peers; one table row.
+
+    **Arguments:**
+
+    - `case_name`, `dtype_name`, `ours_name`: labels.
+    - `ours`: a jitted function returning the recorded voltages (mV).
+    - `jaxley`: `None`, or `(label, jitted function, argument tuple)`.
+    - `neuron`: `None`, or `(label, function of no arguments)` (a NEURON run).
+    - `repeats`: timed calls of each.
+
+    **Returns:** a dict with the times (ms: median, minimum; compile s) of each,
+    and `max |Δv|` (mV) of each peer's voltages against ours (`None` where a peer
+    is absent).
+    """
+    from ._common import max_abs_diff, time_interleaved
+
+    fns, args = [ours], [ours_args]
+    if jaxley is not None:
+        fns.append(jaxley[1])
+        args.append(jaxley[2])
+    if neuron is not None:
+        fns.append(neuron[1])
+        args.append(())
+    timed = time_interleaved(fns, args, repeats=repeats)
+    t_ours, v_ours = timed[0]
+    row = dict(
+        case=case_name,
+        dtype=dtype_name,
+        ours=ours_name,
+        ours_ms=1e3 * t_ours.median,
+        ours_min_ms=1e3 * t_ours.min,
+        ours_compile_s=t_ours.compile,
+        jaxley=None,
+        neuron=None,
+    )
+    rest = timed[1:]
+    for key, peer in (("jaxley", jaxley), ("neuron", neuron)):
+        if peer is None:
+            continue
+        (t, v), rest = rest[0], rest[1:]
+        if key == "jaxley":
+            assert v.dtype == v_ours.dtype, (v.dtype, v_ours.dtype)
+        row |= {
+            key: peer[0],
+            f"{key}_ms": 1e3 * t.median,
+            f"{key}_min_ms": 1e3 * t.min,
+            f"{key}_compile_s": t.compile,
+            f"{key}_max_dv": max_abs_diff(v_ours, v),
+        }
+    # the pre-NEURON name of Jaxley's `max |Δv|`
+    row["max_dv"] = row.get("jaxley_max_dv")
+    return row
+
+
+def run_case(case: Case, dtype_name: str, repeats: int, solvers=None) -> list[dict]:
+    """Time every solver pair of `case` in this process's dtype: ours, Jaxley (if
+    installed) and NEURON's fixed step (if installed), calls interleaved.
+
+    **Returns:** one dict per solver pair (`compare`'s).
     """
     import jax
     import jax.numpy as jnp
-    import jaxley as jx
 
     import stable_ode as so
 
-    from ._common import max_abs_diff, time_interleaved
+    from ._common import have_jaxley
 
-    dtype = jnp.float64 if dtype_name == "float64" else jnp.float32
+    dtype = _dtype(dtype_name)
     model = build_ours(case, dtype)
-    module = build_jaxley(case)
-    params = module.get_parameters()
     names = [name for name, _ in model.layout.recordings]
+    module = build_jaxley(case) if have_jaxley() else None
+    nrn = build_neuron(case)
     rows = []
-    for ours_name, jaxley_solver in solvers or case.solvers:
-        solver = getattr(so, ours_name)()
+    try:
+        for ours_name, jaxley_solver in solvers or case.solvers:
+            solver = getattr(so, ours_name)()
 
-        @jax.jit
-        def ours(m, solver=solver):
-            sim = so.simulate(m, case.t_max, DT, solver=solver)
-            return jnp.stack([sim.recordings[n] for n in names])
+            @jax.jit
+            def ours(m, solver=solver):
+                sim = so.simulate(m, case.t_max, DT, solver=solver)
+                return jnp.stack([sim.recordings[n] for n in names])
 
-        @jax.jit
-        def theirs(p, jaxley_solver=jaxley_solver):
-            return jx.integrate(
-                module, p, t_max=case.t_max, delta_t=DT, solver=jaxley_solver
+            jaxley = None
+            if module is not None:
+                import jaxley as jx
+
+                @jax.jit
+                def theirs(p, jaxley_solver=jaxley_solver):
+                    return jx.integrate(
+                        module, p, t_max=case.t_max, delta_t=DT, solver=jaxley_solver
+                    )
+
+                jaxley = (jaxley_solver, theirs, (module.get_parameters(),))
+            neuron = None
+            if nrn is not None:
+                scheme = NEURON_SCHEME[ours_name]
+                neuron = (
+                    f"fixed, secondorder={scheme}",
+                    lambda scheme=scheme: nrn.run(secondorder=scheme),
+                )
+            rows.append(
+                compare(
+                    case.name,
+                    dtype_name,
+                    ours_name,
+                    ours,
+                    (model,),
+                    jaxley,
+                    neuron,
+                    repeats,
+                )  # fmt: skip
             )
+    finally:
+        if nrn is not None:
+            nrn.close()
+    return rows
 
-        (t_ours, v_ours), (t_jx, v_jx) = time_interleaved(
-            [ours, theirs], [(model,), (params,)], repeats=repeats
+
+GNA_RANGE = (0.08, 0.16)  # S/cm², the batch's gnabar values (evenly spaced)
+
+
+def run_batch(case: Case, n_batch: int, dtype_name: str, repeats: int) -> dict:
+    """`n_batch` copies of `case` with `gnabar` evenly spaced over `GNA_RANGE`, all
+    at once: ours `jax.vmap` of `simulate` over `gnabar`, Jaxley `jax.vmap` of
+    `jx.integrate` over its `HH_gNa` parameter (`make_trainable`), NEURON all the
+    cells in one simulation (`secondorder=0`). BackwardEuler / `bwd_euler`.
+
+    **Returns:** one row (`compare`'s).
+    """
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import stable_ode as so
+
+    from ._common import have_jaxley
+    from ._neuron import have_neuron, NeuronModel
+
+    dtype = _dtype(dtype_name)
+    gna = np.linspace(*GNA_RANGE, n_batch)
+    model = build_ours(case, dtype)
+    names = [name for name, _ in model.layout.recordings]
+    n = model.n_compartments
+
+    @jax.jit
+    def ours(m, g):
+        def one(gi):
+            mi = eqx.tree_at(
+                lambda m: m.mechanisms[0].mechanism.gnabar, m, jnp.full(n, gi)
+            )
+            sim = so.simulate(mi, case.t_max, DT, solver=so.BackwardEuler())
+            return jnp.stack([sim.recordings[k] for k in names])
+
+        return jax.vmap(one)(g)
+
+    jaxley = None
+    if have_jaxley():
+        import jaxley as jx
+
+        module = build_jaxley(case)
+        module.make_trainable("HH_gNa", verbose=False)
+
+        @jax.jit
+        def theirs(g):
+            def one(gi):
+                return jx.integrate(
+                    module,
+                    params=[{"HH_gNa": gi[None]}],
+                    t_max=case.t_max,
+                    delta_t=DT,
+                    solver="bwd_euler",
+                )
+
+            return jax.vmap(one)(g)
+
+        jaxley = ("vmap of bwd_euler", theirs, (jnp.asarray(gna, dtype),))
+    nrn, neuron = None, None
+    if have_neuron():
+        cells, stims, recs = [], [], []
+        for k, g in enumerate(gna):
+            (cell,), (stim,), rk = describe(case)
+            cell = so.Cell(
+                f"c{k}", cell.sections, [so.Insert(so.HH(gnabar=float(g)))],
+                axial_resistivity=RA, capacitance=CM,
+            )  # fmt: skip
+            cells.append(cell)
+            site = so.Site(f"c{k}", "sec", stim.site.position)
+            stims.append(
+                so.StepCurrent(site, stim.amplitude, stim.delay, stim.duration)
+            )
+            recs += [
+                so.Recording(f"{r.name}_{k}", so.Site(f"c{k}", "sec", r.site.position))
+                for r in rk
+            ]
+        nrn = NeuronModel(
+            cells, stims, recs, t_stop=case.t_max, dt=DT, celsius=6.3, v_init=V_INIT
         )
-        assert v_ours.dtype == dtype and v_jx.dtype == dtype, (v_ours.dtype, v_jx.dtype)
+        n_rec = len(names)
+        neuron = (
+            f"{n_batch} cells, secondorder=0",
+            lambda: nrn.run(0).reshape(n_batch, n_rec, -1),
+        )
+    try:
+        return compare(
+            f"{n_batch}× {case.name}, vmap over gNa", dtype_name,
+            "vmap of BackwardEuler", ours, (model, jnp.asarray(gna, dtype)),
+            jaxley, neuron, repeats,
+        )  # fmt: skip
+    finally:
+        if nrn is not None:
+            nrn.close()
+
+
+def run_adaptive(
+    case: Case, dtype_name: str, tol: float, methods: tuple[str, ...], repeats: int
+) -> list[dict]:
+    """Adaptive step size, all at `rtol = atol = tol`: ours (`CrankNicolson` with
+    `diffrax.PIDController`), diffrax's generic solvers through `simulate`
+    (`Kvaerno5`, `Tsit5`), NEURON's CVODE (`atol = tol`, `rtol = 0`); calls
+    interleaved, every solver saving `v` every `DT`.
+
+    Equal tolerances are not equal accuracy, so each row also has its spike-time
+    error (ms; largest |Δt| over all spikes, linearly interpolated on the `DT`
+    grid, so differences below ~1e-3 ms are not resolved) against NEURON's CVODE
+    at atol 1e-8; the work-precision benchmark compares at equal accuracy.
+
+    **Returns:** one dict per method, with `ratio` = its time / ours.
+    """
+    import diffrax as dfx
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import stable_ode as so
+
+    from ._common import spike_error, spike_times, time_interleaved
+
+    model = build_ours(case, _dtype(dtype_name))
+    names = [name for name, _ in model.layout.recordings]
+    solvers = {
+        "ours CrankNicolson": so.CrankNicolson(),
+        "diffrax Kvaerno5": dfx.Kvaerno5(),
+        "diffrax Tsit5": dfx.Tsit5(),
+    }
+    labels, fns = [], []
+    for label in methods:
+        if label not in solvers:
+            continue
+
+        # the model is closed over: adaptive `simulate` needs concrete stimulus
+        # edges (its controller's jump times)
+        @jax.jit
+        def fn(solver=solvers[label]):
+            sim = so.simulate(
+                model, case.t_max, DT, solver=solver, save_dt=DT,
+                controller=dfx.PIDController(rtol=tol, atol=tol),
+            )  # fmt: skip
+            v = jnp.stack([sim.recordings[n] for n in names])
+            return sim.ts, v, sim.stats["num_steps"]
+
+        labels.append(label)
+        fns.append(fn)
+    nrn = build_neuron(case) if "NEURON CVODE" in methods else None
+    ref = None
+    if nrn is not None:
+        v_ref = nrn.run(cvode_atol=1e-8)
+        t_ref = DT * np.arange(v_ref.shape[-1])
+        ref = [spike_times(t_ref, v) for v in v_ref]
+
+        def cvode():
+            v = nrn.run(cvode_atol=tol)
+            return DT * np.arange(v.shape[-1]), v, nrn.steps
+
+        labels.append("NEURON CVODE")
+        fns.append(cvode)
+    try:
+        timed = time_interleaved(fns, [()] * len(fns), repeats=repeats)
+    finally:
+        if nrn is not None:
+            nrn.close()
+    rows = []
+    for label, (t, (ts, v, steps)) in zip(labels, timed, strict=True):
+        err = None
+        if ref is not None:
+            err = spike_error([spike_times(ts, x) for x in np.asarray(v)], ref)
         rows.append(
             dict(
                 case=case.name,
                 dtype=dtype_name,
-                ours=ours_name,
-                jaxley=jaxley_solver,
-                ours_ms=1e3 * t_ours.median,
-                jaxley_ms=1e3 * t_jx.median,
-                ours_min_ms=1e3 * t_ours.min,
-                jaxley_min_ms=1e3 * t_jx.min,
-                ours_compile_s=t_ours.compile,
-                jaxley_compile_s=t_jx.compile,
-                max_dv=max_abs_diff(v_ours, v_jx),
-                n_samples=(v_ours.shape[-1], v_jx.shape[-1]),
-            )
+                method=label,
+                tol=tol,
+                steps=int(steps),
+                ms=1e3 * t.median,
+                min_ms=1e3 * t.min,
+                compile_s=t.compile,
+                spike_error_ms=err,
+                spikes=len(spike_times(ts, np.asarray(v)[0])),
+            )  # fmt: skip
         )
+    base = next((r["ms"] for r in rows if r["method"].startswith("ours")), None)
+    for r in rows:
+        r["ratio"] = None if base is None else r["ms"] / base
     return rows
 
 
+def _fmt(x, spec: str) -> str:
+    return "—" if x is None else format(x, spec)
+
+
 def print_rows(rows: list[dict]) -> None:
+    """Print fixed-step rows (`compare`'s): ours, Jaxley and NEURON side by side;
+    ratios are ours / peer's."""
     from ._common import format_table
 
     header = [
         "case", "dtype", "ours", "Jaxley", "ours ms", "Jaxley ms", "ratio",
         "ratio (min)", "max |Δv| mV", "compile s (ours/Jaxley)",
+        "NEURON", "NEURON ms", "ratio (NEURON)", "max |Δv| NEURON",
+    ]  # fmt: skip
+    body = []
+    for r in rows:
+        jx_ms, nrn_ms = r.get("jaxley_ms"), r.get("neuron_ms")
+        body.append(
+            [
+                r["case"],
+                r["dtype"],
+                r["ours"],
+                r["jaxley"] or "—",
+                f"{r['ours_ms']:.2f}",
+                _fmt(jx_ms, ".2f"),
+                _fmt(jx_ms and r["ours_ms"] / jx_ms, ".2f"),
+                _fmt(jx_ms and r["ours_min_ms"] / r["jaxley_min_ms"], ".2f"),
+                _fmt(r.get("jaxley_max_dv"), ".2g"),
+                f"{r['ours_compile_s']:.1f} / "
+                + _fmt(r.get("jaxley_compile_s"), ".1f"),
+                r["neuron"] or "—",
+                _fmt(nrn_ms, ".2f"),
+                _fmt(nrn_ms and r["ours_ms"] / nrn_ms, ".2f"),
+                _fmt(r.get("neuron_max_dv"), ".2g"),
+            ]
+        )
+    print(format_table(header, body), flush=True)
+
+
+def print_adaptive(rows: list[dict]) -> None:
+    """Print `run_adaptive`'s rows."""
+    from ._common import format_table
+
+    header = [
+        "case", "dtype", "method", "tol", "steps", "ms", "min ms",
+        "ratio (to ours)", "spike error ms", "compile s",
     ]  # fmt: skip
     body = [
         [
             r["case"],
             r["dtype"],
-            r["ours"],
-            r["jaxley"],
-            f"{r['ours_ms']:.2f}",
-            f"{r['jaxley_ms']:.2f}",
-            f"{r['ours_ms'] / r['jaxley_ms']:.2f}",
-            f"{r['ours_min_ms'] / r['jaxley_min_ms']:.2f}",
-            f"{r['max_dv']:.2g}",
-            f"{r['ours_compile_s']:.1f} / {r['jaxley_compile_s']:.1f}",
-        ]
+            r["method"],
+            f"{r['tol']:g}",
+            str(r["steps"]),
+            f"{r['ms']:.2f}",
+            f"{r['min_ms']:.2f}",
+            _fmt(r["ratio"], ".2f"),
+            _fmt(r["spike_error_ms"], ".2g"),
+            f"{r['compile_s']:.1f}",
+        ]  # fmt: skip
         for r in rows
     ]
     print(format_table(header, body), flush=True)
 
 
-def run_dtype(dtype_name: str, quick: bool, profile: bool) -> None:
+def plan(mode: str):
+    """What `run_dtype` measures in `mode` ("full", "quick", "smoke"): the fixed-step
+    cases with their solver pairs, the batch, the adaptive comparison, repeats."""
+    if mode == "smoke":
+        comp = dataclasses.replace(
+            COMPARTMENT, name="HH compartment, 10 ms", t_max=10.0
+        )
+        return dict(
+            cases=[(comp, comp.solvers[:1])],
+            batch=(comp, 4),
+            adaptive=[(comp, 1e-3, ("ours CrankNicolson", "NEURON CVODE"))],
+            repeats=1,
+        )
+    quick = mode == "quick"
+    every = ("ours CrankNicolson", "diffrax Kvaerno5", "diffrax Tsit5", "NEURON CVODE")
+    adaptive = [(COMPARTMENT, 1e-4, every)]
+    if not quick:
+        # Kvaerno5 on the cable: tens of seconds per solve (work_precision.py)
+        adaptive.append((CABLE, 1e-3, every[:2] + every[3:]))
+    return dict(
+        cases=[
+            (c, c.solvers[:1] if quick else c.solvers) for c in (COMPARTMENT, CABLE)
+        ],
+        batch=(COMPARTMENT, 64),
+        adaptive=adaptive,
+        repeats=3 if quick else 11,
+    )
+
+
+def run_dtype(dtype_name: str, mode: str, profile: bool) -> None:
     import jax
+
+    from ._common import emit, have_jaxley
+    from ._neuron import have_neuron
 
     # Benchmark script, not library code: x64 is chosen per process.
     jax.config.update("jax_enable_x64", dtype_name == "float64")
-    repeats = 3 if quick else 11
+    p = plan(mode)
+    repeats = p["repeats"]
     print(
         f"# {dtype_name}: jax {jax.__version__}, {jax.default_backend()}, "
-        f"{os.cpu_count()} CPUs, median of {repeats} calls after compilation",
+        f"{os.cpu_count()} CPUs, median of {repeats} calls after compilation"
+        + ("" if have_jaxley() else "; Jaxley not installed")
+        + ("" if have_neuron() else "; NEURON not installed"),
         flush=True,
     )
     rows = []
-    for case in (COMPARTMENT, CABLE):
-        solvers = case.solvers[:1] if quick else None
+    for case, solvers in p["cases"]:
         rows += run_case(case, dtype_name, repeats, solvers)
+    rows.append(run_batch(*p["batch"], dtype_name, repeats))
     print_rows(rows)
+    emit("forward", rows)
+    adaptive = []
+    for case, tol, methods in p["adaptive"]:
+        adaptive += run_adaptive(case, dtype_name, tol, methods, repeats)
+    print("\n# adaptive step size (same tolerance; ratio = time / ours)", flush=True)
+    print_adaptive(adaptive)
+    emit("forward_adaptive", adaptive)
     if profile:
         for case in (COMPARTMENT, CABLE):
             profile_model(build_ours(case, _dtype(dtype_name)), case.t_max, DT, repeats)
@@ -496,17 +886,22 @@ def main(argv=None) -> None:
         "--quick", action="store_true", help="3 repeats, BackwardEuler only"
     )
     parser.add_argument(
+        "--smoke", action="store_true", help="tiny models, 1 repeat (a test)"
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="also break down where our solves spend their time",
     )
     args = parser.parse_args(argv)
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.dtype != "both":
-        run_dtype(args.dtype, args.quick, args.profile)
+        run_dtype(args.dtype, mode, args.profile)
         return
     from ._common import run_each_dtype
 
-    run_each_dtype("forward", ["--quick"] * args.quick + ["--profile"] * args.profile)
+    flags = ["--quick"] * args.quick + ["--smoke"] * args.smoke
+    run_each_dtype("forward", flags + ["--profile"] * args.profile)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Gradient time and peak memory against checkpoint configuration, next to Jaxley
 (issue 6, "Performance").
 
-    python -m benchmarks.gradient [--quick]
+    python -m benchmarks.gradient [--quick | --smoke]
 
 Models (float64, BackwardEuler / Jaxley's `bwd_euler`, dt = 0.025 ms):
 
@@ -205,23 +205,31 @@ def interleaved(specs: list[dict], repeats: int) -> list[dict]:
     """Time several cable configurations in this one process, calls alternating
     round robin (`_common.time_interleaved`) so that they share the machine's
     load; on a shared machine the separate processes' times can differ by 2x
-    from one minute to the next, the ratios measured here do not."""
+    from one minute to the next, the ratios measured here do not. Each row also
+    has its XLA temp (MB) and compile time (s)."""
     import jax
 
     jax.config.update("jax_enable_x64", True)
 
     from ._common import time_interleaved
 
-    fns, args = [], []
+    fns, args, compile_s = [], [], []
     for spec in specs:
         loss, a = BUILDERS[spec["model"], spec["impl"]](spec["t_max"], spec["adjoint"])
-        fns.append(jax.jit(jax.grad(loss)))
+        start = time.perf_counter()
+        fns.append(jax.jit(jax.grad(loss)).lower(*a).compile())
+        compile_s.append(time.perf_counter() - start)
         args.append(a)
     out = time_interleaved(fns, args, repeats=repeats)
-    return [
-        dict(spec, ms=1e3 * t.median, min_ms=1e3 * t.min)
-        for spec, (t, _) in zip(specs, out, strict=True)
-    ]
+    rows = []
+    for spec, fn, c, (t, _) in zip(specs, fns, compile_s, out, strict=True):
+        analysis = fn.memory_analysis()
+        temp = None if analysis is None else analysis.temp_size_in_bytes / 2**20
+        rows.append(
+            dict(spec, ms=1e3 * t.median, min_ms=1e3 * t.min, compile_s=c,
+                 xla_temp_mb=temp)
+        )  # fmt: skip
+    return rows
 
 
 INTERLEAVED = [
@@ -231,6 +239,29 @@ INTERLEAVED = [
     ("ours", "levels=40,50"),
     ("ours", "store-all"),
 ]
+
+
+def interleaved_plan(mode: str) -> tuple[list[dict], int]:
+    """The configurations timed in one process with calls alternating, and the
+    number of rounds; without Jaxley, ours only."""
+    from ._common import have_jaxley
+
+    pairs = list(INTERLEAVED)
+    t_max, repeats = 50.0, 15
+    if mode == "quick":
+        # the configurations the quick run leaves out of the separate processes
+        pairs.insert(4, ("ours", "checkpoints=10"))
+        repeats = 3
+    elif mode == "smoke":
+        pairs, t_max, repeats = (
+            [("jaxley", "levels=40,50"), ("ours", "store-all")],
+            5.0,
+            1,
+        )
+    if not have_jaxley():
+        pairs = [p for p in pairs if p[0] != "jaxley"]
+    specs = [dict(model="cable", impl=i, adjoint=a, t_max=t_max) for i, a in pairs]
+    return specs, repeats
 
 
 def run_spec(spec: dict, timeout: float = 1800.0) -> dict:
@@ -249,13 +280,47 @@ def run_spec(spec: dict, timeout: float = 1800.0) -> dict:
     return dict(spec, error=(proc.stderr.strip().splitlines() or ["?"])[-1])
 
 
-def plan(quick: bool) -> list[dict]:
-    """The configurations, in the order they are run."""
-    repeats = 3 if quick else 7
-    ours_cable = ["default", "checkpoints=10", "levels=40,50", "store-all"]
-    if not quick:
-        ours_cable.insert(2, "checkpoints=100")
-        ours_cable.insert(4, "memory=2e6")
+def plan(mode: str) -> list[dict]:
+    """The configurations run in separate processes, in order ("full", "quick",
+    "smoke"); without Jaxley, ours only.
+
+    `--quick` keeps one process per implementation for the peak-RSS comparison
+    (Jaxley `[40, 50]`, our default) and the network's default; the other cable
+    configurations' times and XLA temp come from the interleaved process, and the
+    growth with simulated time is left to the full run.
+    """
+    from ._common import have_jaxley
+
+    if mode == "smoke":
+        # Jaxley's gradient runs in the interleaved process
+        specs = [dict(model="cable", impl="ours", adjoint="default", t_max=5.0,
+                      repeats=1)]  # fmt: skip
+    elif mode == "quick":
+        specs = [
+            dict(model=m, impl=i, adjoint=a, t_max=50.0, repeats=3)
+            for m, i, a in (
+                ("cable", "jaxley", "levels=40,50"),
+                ("cable", "ours", "default"),
+                ("network", "ours", "default"),
+            )
+        ]
+    else:
+        specs = _full_plan()
+    if not have_jaxley():
+        specs = [s for s in specs if s["impl"] != "jaxley"]
+    return specs
+
+
+def _full_plan() -> list[dict]:
+    repeats = 7
+    ours_cable = [
+        "default",
+        "checkpoints=10",
+        "checkpoints=100",
+        "levels=40,50",
+        "memory=2e6",
+        "store-all",
+    ]
     specs = [
         dict(model="cable", impl="jaxley", adjoint=a, t_max=50.0, repeats=repeats)
         for a in ("none", "levels=40,50")
@@ -268,28 +333,20 @@ def plan(quick: bool) -> list[dict]:
         dict(model="network", impl="ours", adjoint=a, t_max=50.0, repeats=repeats)
         for a in (["default", "levels=40,50", "store-all"])
     ]
-    specs += [
-        dict(
-            model="cable",
-            impl="ours",
-            adjoint="checkpoints=100",
-            t_max=t,
-            repeats=1 if t > 200 else repeats,
-            growth=True,
-        )
-        for t in (50.0, 200.0, 1000.0)
-    ]
-    if not quick:
+    for adjoint, ts in (
+        ("checkpoints=100", (50.0, 200.0, 1000.0)),
+        ("store-all", (200.0, 1000.0)),
+    ):
         specs += [
             dict(
                 model="cable",
                 impl="ours",
-                adjoint="store-all",
+                adjoint=adjoint,
                 t_max=t,
                 repeats=1 if t > 200 else repeats,
                 growth=True,
             )
-            for t in (200.0, 1000.0)
+            for t in ts
         ]
     return specs
 
@@ -348,7 +405,7 @@ def verdict(results: list[dict]) -> str:
     ok = [r for r in results if "error" not in r]
     jx_rows = [r for r in ok if r["impl"] == "jaxley"]
     ours = [r for r in ok if r["model"] == "cable" and r["impl"] == "ours"]
-    ours = [r for r in ours if r["t_max"] == 50.0 and not r.get("growth")]
+    ours = [r for r in ours if not r.get("growth")]
     if not jx_rows or not ours:
         return "verdict: missing rows"
     worst_jx_ms = min(r["ms"] for r in jx_rows)
@@ -384,19 +441,23 @@ def verdict(results: list[dict]) -> str:
 
 
 def main(argv=None) -> None:
+    from ._common import emit, format_table
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer configurations")
+    parser.add_argument(
+        "--smoke", action="store_true", help="5 ms cable, 2 configurations (a test)"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--interleaved", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--interleaved", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.worker:
         print("RESULT " + json.dumps(worker(json.loads(args.worker))), flush=True)
         return
     if args.interleaved:
-        specs = [
-            dict(model="cable", impl=i, adjoint=a, t_max=50.0) for i, a in INTERLEAVED
-        ]
-        rows = interleaved(specs, args.interleaved)
+        specs, repeats = interleaved_plan(args.interleaved)
+        rows = interleaved(specs, repeats)
         print("RESULT " + json.dumps(rows), flush=True)
         return
     print(
@@ -405,7 +466,7 @@ def main(argv=None) -> None:
         f"python {platform.python_version()}"
     )
     results = []
-    for spec in plan(args.quick):
+    for spec in plan(mode):
         r = run_spec(spec)
         results.append(r)
         print(
@@ -420,11 +481,12 @@ def main(argv=None) -> None:
         )
     print()
     print_results(results)
+    emit("gradient", [dict(r, kind="process") for r in results])
     print()
     print(verdict(results))
-    repeats = 5 if args.quick else 15
+    _, repeats = interleaved_plan(mode)
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.gradient", "--interleaved", str(repeats)],
+        [sys.executable, "-m", "benchmarks.gradient", "--interleaved", mode],
         capture_output=True,
         text=True,
         env=dict(os.environ, JAX_PLATFORMS="cpu"),
@@ -432,17 +494,30 @@ def main(argv=None) -> None:
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     if not lines:
         print("interleaved timing failed:", proc.stderr.strip()[-500:])
-        return
+        sys.exit(1)
+    rows = json.loads(lines[-1][len("RESULT ") :])
+    emit("gradient", [dict(r, kind="interleaved") for r in rows])
+    t_max = rows[0]["t_max"] if rows else 50.0
     print(
-        f"\nCable gradient, 50 ms, timed in one process with calls alternating "
-        f"({repeats} rounds), ms:"
+        f"\nCable gradient, {t_max:g} ms, timed in one process with calls "
+        f"alternating ({repeats} rounds); ratio = time / the best Jaxley median:"
     )
-    for r in json.loads(lines[-1][len("RESULT ") :]):
-        name = "Jaxley 0.14" if r["impl"] == "jaxley" else "stable_ode"
-        print(
-            f"  {name:>11} {r['adjoint']:>13}: median {r['ms']:.1f}, "
-            f"min {r['min_ms']:.1f}"
-        )
+    best_jx = min((r["ms"] for r in rows if r["impl"] == "jaxley"), default=None)
+    table = [
+        [
+            "Jaxley 0.14" if r["impl"] == "jaxley" else "stable_ode",
+            r["adjoint"],
+            f"{r['ms']:.1f}",
+            f"{r['min_ms']:.1f}",
+            "—" if best_jx is None else f"{r['ms'] / best_jx:.2f}",
+            _fmt(r["xla_temp_mb"], ".2f"),
+            f"{r['compile_s']:.1f}",
+        ]
+        for r in rows
+    ]
+    header = ["impl", "configuration", "median ms", "min ms", "ratio",
+              "XLA temp MB", "compile s"]  # fmt: skip
+    print(format_table(header, table))
 
 
 if __name__ == "__main__":

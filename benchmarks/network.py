@@ -14,7 +14,9 @@ Euler, against Jaxley's `bwd_euler` (`jx.connect` per synapse). Jaxley starts
 the synapse state at 0.2; it is set to ours, the steady state at v_init. The
 traces are compared (`max |Δv|`): the two schemes update the synapse state
 at slightly different points of the step, so they agree closely, not to
-rounding. Conventions as `benchmarks/forward.py`. Also printed: our Python
+rounding. Conventions as `benchmarks/forward.py`. No NEURON column: NEURON has
+no built-in graded (Abbott–Marder) synapse, and an NMODL one would need
+compiling with `nrnivmodl`. Also printed: our Python
 build time (`stable_ode.build`) for 1,000 neurons and 10,000 synapses.
 """
 
@@ -64,7 +66,9 @@ def build_ours(n_cells: int, n_syn: int, dtype):
     )
 
 
-def build_jaxley(s_init: float):
+def build_jaxley(
+    s_init: float, n_cells: int = N_CELLS, n_syn: int = N_SYN, t_max: float = T_MAX
+):
     """The Jaxley network (dtype follows JAX's x64 flag)."""
     import jaxley as jx
     from jaxley.channels import HH
@@ -72,8 +76,8 @@ def build_jaxley(s_init: float):
 
     comp = jx.Compartment()
     cell = jx.Cell(jx.Branch(comp, 1), parents=[-1])
-    net = jx.Network([cell for _ in range(N_CELLS)])
-    pre, post = pairs(N_CELLS, N_SYN)
+    net = jx.Network([cell for _ in range(n_cells)])
+    pre, post = pairs(n_cells, n_syn)
     for i, j in zip(pre, post):
         jx.connect(
             net.cell(int(i)).branch(0).comp(0),
@@ -88,58 +92,59 @@ def build_jaxley(s_init: float):
     net.init_states()
     net.IonotropicSynapse.set("IonotropicSynapse_gS", GMAX)
     net.IonotropicSynapse.set("IonotropicSynapse_s", s_init)
-    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, T_MAX)
-    for k in range(N_STIM):
+    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, t_max)
+    for k in range(min(N_STIM, n_cells)):
         net.cell(k).branch(0).comp(0).stimulate(current, verbose=False)
-    for k in range(N_CELLS):
+    for k in range(n_cells):
         net.cell(k).branch(0).comp(0).record("v", verbose=False)
     return net
 
 
-def run(dtype_name: str, repeats: int) -> dict:
+def run(
+    dtype_name: str,
+    repeats: int,
+    n_cells: int = N_CELLS,
+    n_syn: int = N_SYN,
+    t_max: float = T_MAX,
+) -> dict:
+    """Time ours against Jaxley (if installed) in this process's dtype (ms, mV;
+    `forward.compare`'s row). No NEURON: it has no built-in graded synapse."""
     import jax
     import jax.numpy as jnp
-    import jaxley as jx
 
     import stable_ode as so
 
-    from ._common import max_abs_diff, time_interleaved
+    from ._common import have_jaxley
+    from .forward import compare
 
     dtype = _dtype(dtype_name)
-    model = build_ours(N_CELLS, N_SYN, dtype)
-    s_init = float(model.init_state().synapses[0]["s"][0])
-    net = build_jaxley(s_init)
-    params = net.get_parameters()
+    model = build_ours(n_cells, n_syn, dtype)
     names = [name for name, _ in model.layout.recordings]
 
     @jax.jit
     def ours(m):
-        sim = so.simulate(m, T_MAX, DT, solver=so.BackwardEuler())
+        sim = so.simulate(m, t_max, DT, solver=so.BackwardEuler())
         return jnp.stack([sim.recordings[n] for n in names])
 
-    @jax.jit
-    def theirs(p):
-        return jx.integrate(net, p, t_max=T_MAX, delta_t=DT, solver="bwd_euler")
+    jaxley = None
+    if have_jaxley():
+        import jaxley as jx
 
-    (t_ours, v_ours), (t_jx, v_jx) = time_interleaved(
-        [ours, theirs], [(model,), (params,)], repeats=repeats
-    )
-    assert v_ours.dtype == dtype and v_jx.dtype == dtype, (v_ours.dtype, v_jx.dtype)
-    spikes = int(jnp.sum((v_ours[:, 1:] > 0) & (v_ours[:, :-1] <= 0)))
-    return dict(
-        case=f"{N_CELLS} HH point neurons, {N_SYN} synapses, {T_MAX:g} ms",
-        dtype=dtype_name,
-        ours="BackwardEuler",
-        jaxley="bwd_euler",
-        ours_ms=1e3 * t_ours.median,
-        jaxley_ms=1e3 * t_jx.median,
-        ours_min_ms=1e3 * t_ours.min,
-        jaxley_min_ms=1e3 * t_jx.min,
-        ours_compile_s=t_ours.compile,
-        jaxley_compile_s=t_jx.compile,
-        max_dv=max_abs_diff(v_ours, v_jx),
-        spikes=spikes,
-    )
+        s_init = float(model.init_state().synapses[0]["s"][0])
+        net = build_jaxley(s_init, n_cells, n_syn, t_max)
+
+        @jax.jit
+        def theirs(p):
+            return jx.integrate(net, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
+
+        jaxley = ("bwd_euler", theirs, (net.get_parameters(),))
+    row = compare(
+        f"{n_cells} HH point neurons, {n_syn} synapses, {t_max:g} ms",
+        dtype_name, "BackwardEuler", ours, (model,), jaxley, None, repeats,
+    )  # fmt: skip
+    v_ours = ours(model)
+    row["spikes"] = int(jnp.sum((v_ours[:, 1:] > 0) & (v_ours[:, :-1] <= 0)))
+    return row
 
 
 def build_time(n_cells: int = 1000, n_syn: int = 10000, repeats: int = 3) -> float:
@@ -153,21 +158,28 @@ def build_time(n_cells: int = 1000, n_syn: int = 10000, repeats: int = 3) -> flo
     return float(np.median(times))
 
 
-def run_dtype(dtype_name: str, quick: bool) -> None:
+def run_dtype(dtype_name: str, mode: str) -> None:
     import jax
 
+    from ._common import emit
     from .forward import print_rows
 
     jax.config.update("jax_enable_x64", dtype_name == "float64")
-    repeats = 3 if quick else 11
+    repeats = {"full": 11, "quick": 3, "smoke": 1}[mode]
     print(
         f"# {dtype_name}: jax {jax.__version__}, {jax.default_backend()}, "
         f"{os.cpu_count()} CPUs, median of {repeats} calls after compilation",
         flush=True,
     )
-    row = run(dtype_name, repeats)
+    if mode == "smoke":
+        row = run(dtype_name, repeats, n_cells=10, n_syn=30, t_max=10.0)
+    else:
+        row = run(dtype_name, repeats)
     print_rows([row])
     print(f"(spikes in our run: {row['spikes']})", flush=True)
+    emit("network", [row])
+    if mode == "smoke":
+        return
     print(
         f"build (Python, cells + connections + stimuli + recordings): "
         f"1000 neurons × 10000 synapses: {build_time():.3f} s",
@@ -183,13 +195,17 @@ def main(argv=None) -> None:
         "--dtype", choices=["float32", "float64", "both"], default="both"
     )
     parser.add_argument("--quick", action="store_true", help="3 timed calls")
+    parser.add_argument(
+        "--smoke", action="store_true", help="10 neurons, 10 ms, 1 call (a test)"
+    )
     args = parser.parse_args(argv)
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.dtype != "both":
-        run_dtype(args.dtype, args.quick)
+        run_dtype(args.dtype, mode)
         return
     from ._common import run_each_dtype
 
-    run_each_dtype("network", ["--quick"] * args.quick)
+    run_each_dtype("network", ["--quick"] * args.quick + ["--smoke"] * args.smoke)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Work-precision curves: spike-time error against steps and wall time (issue 4).
 
-    python -m benchmarks.work_precision [--quick] [--out DIR]
+    python -m benchmarks.work_precision [--quick | --smoke] [--out DIR]
 
 Two models, both NEURON's `hh` at 6.3 °C, Ra = 100 Ω·cm, cm = 1 µF/cm²,
 v_init = -65 mV with gates at steady state, float64:
@@ -39,7 +39,7 @@ grid). NEURON: `h.finitialize` + `h.continuerun`, best of several runs.
 
 Prints a table per model, the issue's targets and whether they are met, and
 writes `work_precision_<model>.png` (two panels: error vs steps, error vs wall
-time) to `--out` (default `benchmarks/`).
+time) to `--out` (default `benchmarks/plots/`).
 """
 
 import argparse
@@ -59,7 +59,13 @@ import numpy as np  # noqa: E402
 
 import stable_ode as so  # noqa: E402
 
-from ._common import format_table, time_jitted  # noqa: E402
+from ._common import (  # noqa: E402
+    emit,
+    format_table,
+    spike_error,
+    spike_times,
+    time_jitted,
+)
 
 
 CELSIUS = 6.3
@@ -117,21 +123,8 @@ class Point:
     error: float  # ms
 
 
-def spike_times(t, v, threshold=0.0):
-    """Upward crossings of `threshold` (mV), linearly interpolated (ms)."""
-    t, v = np.asarray(t), np.asarray(v)
-    up = np.nonzero((v[:-1] < threshold) & (v[1:] >= threshold))[0]
-    return t[up] + (threshold - v[up]) * (t[up + 1] - t[up]) / (v[up + 1] - v[up])
-
-
 def all_spikes(t, recs: dict) -> list[np.ndarray]:
     return [spike_times(t, recs[k]) for k in sorted(recs)]
-
-
-def spike_error(got: list[np.ndarray], ref: list[np.ndarray]) -> float:
-    if any(len(a) != len(b) for a, b in zip(got, ref)):
-        return math.inf
-    return float(max(np.max(np.abs(a - b), initial=0.0) for a, b in zip(got, ref)))
 
 
 # ------------------------------------------------------------------ stable_ode
@@ -209,11 +202,14 @@ def run_adaptive(model, case, solver, tols, ref, repeats, label=None) -> list[Po
     return pts
 
 
-def reference(model, case: Case):
-    """CrankNicolson at REF_DT and 2·REF_DT: the reference and its error estimate
-    (Richardson: the error of the finer run is |Δ|/3 for a second-order method)."""
-    ref = fixed_dense(model, case, so.CrankNicolson(), REF_DT)
-    coarse = fixed_dense(model, case, so.CrankNicolson(), 2 * REF_DT)
+def reference(model, case: Case, ref_dt: float = REF_DT, estimate: bool = True):
+    """CrankNicolson at `ref_dt` and, if `estimate`, at 2·`ref_dt`: the reference and
+    its error estimate (Richardson: the error of the finer run is |Δ|/3 for a
+    second-order method; `nan` without the estimate)."""
+    ref = fixed_dense(model, case, so.CrankNicolson(), ref_dt)
+    if not estimate:
+        return ref, math.nan
+    coarse = fixed_dense(model, case, so.CrankNicolson(), 2 * ref_dt)
     return ref, spike_error(coarse, ref) / 3
 
 
@@ -379,47 +375,93 @@ def plot(case: Case, pts: list[Point], path: str):
     plt.close(fig)
 
 
+def plan(mode: str) -> dict:
+    """What `main` measures in `mode` ("full", "quick", "smoke")."""
+    if mode == "full":
+        return dict(
+            cases=(COMPARTMENT, CABLE),
+            repeats=7,
+            ref_dt=REF_DT,
+            estimate=True,
+            be_dts=[0.1, 0.05, 0.025, 0.0125, 0.00625],
+            cn_dts=[0.2, 0.1, 0.05, 0.025, 0.0125],
+            cn_tols=[1e-3, 1e-4, 1e-5, 1e-6, 1e-7],
+            be_tols=dict.fromkeys(("compartment", "cable"), [1e-3, 1e-4, 1e-5, 1e-6]),
+            # Kvaerno5 on the 100-compartment cable: ~2 min per solve at tol 1e-5
+            # on a loaded 2-core machine
+            k5_tols={"compartment": [1e-4, 1e-5, 1e-6], "cable": [1e-3, 1e-4]},
+            cv_tols=[1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7],
+        )
+    if mode == "quick":
+        # Every method present, fewer points; the reference at 1 µs without its
+        # Richardson estimate (NEURON CVODE at atol 1e-9 is printed against it).
+        return dict(
+            cases=(COMPARTMENT, CABLE),
+            repeats=3,
+            ref_dt=0.001,
+            estimate=False,
+            be_dts=[0.025],
+            cn_dts=[0.025],
+            cn_tols=[1e-3, 1e-5],
+            be_tols={"compartment": [], "cable": []},
+            k5_tols={"compartment": [1e-4], "cable": []},
+            cv_tols=[1e-3, 1e-5],
+        )
+    short = dataclasses.replace(COMPARTMENT, duration=15.0, t_max=20.0)
+    return dict(
+        cases=(short,),
+        repeats=1,
+        ref_dt=0.005,
+        estimate=False,
+        be_dts=[0.05],
+        cn_dts=[],
+        cn_tols=[1e-3],
+        be_tols={"compartment": []},
+        k5_tols={"compartment": []},
+        cv_tols=[1e-3],
+    )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer points (~3 min)")
-    parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument("--quick", action="store_true", help="fewer points (~1 min)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a 20 ms compartment, 3 points (a test)"
+    )
+    parser.add_argument(
+        "--out",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots"),
+        help="where the PNGs go (default benchmarks/plots)",
+    )
     args = parser.parse_args(argv)
-    q = args.quick
-    repeats = 3 if q else 7
-    be_dts = [0.1, 0.025] if q else [0.1, 0.05, 0.025, 0.0125, 0.00625]
-    cn_dts = [0.1, 0.025] if q else [0.2, 0.1, 0.05, 0.025, 0.0125]
-    cn_tols = [1e-3, 1e-5] if q else [1e-3, 1e-4, 1e-5, 1e-6, 1e-7]
-    be_tols = [1e-3, 1e-5] if q else [1e-3, 1e-4, 1e-5, 1e-6]
-    # Kvaerno5 on the 100-compartment cable takes ~2 min per solve at tol 1e-5 on
-    # a loaded 2-core machine: only in the full run
-    k5_tols = {
-        "compartment": [1e-5] if q else [1e-4, 1e-5, 1e-6],
-        "cable": [] if q else [1e-3, 1e-4],
-    }
-    cv_tols = [1e-3, 1e-5] if q else [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7]
+    p = plan("smoke" if args.smoke else "quick" if args.quick else "full")
+    repeats = p["repeats"]
+    os.makedirs(args.out, exist_ok=True)
     summary = []
-    for case in (COMPARTMENT, CABLE):
+    for case in p["cases"]:
         print(f"\n## {case.name} ({case.t_max:g} ms)", flush=True)
         model = case.build()
-        ref, ref_err = reference(model, case)
+        ref, ref_err = reference(model, case, p["ref_dt"], p["estimate"])
         print(
-            f"  reference: CrankNicolson dt = {REF_DT} ms, "
-            f"{sum(len(r) for r in ref)} spikes, est. error {ref_err:.1g} ms",
+            f"  reference: CrankNicolson dt = {p['ref_dt']} ms, "
+            f"{sum(len(r) for r in ref)} spikes, est. error "
+            + (f"{ref_err:.1g} ms" if p["estimate"] else "not estimated"),
             flush=True,
         )
         pts = []
-        pts += run_fixed(model, case, so.BackwardEuler(), be_dts, ref, repeats)
-        pts += run_fixed(model, case, so.CrankNicolson(), cn_dts, ref, repeats)
-        pts += run_adaptive(model, case, so.CrankNicolson(), cn_tols, ref, repeats)
-        if case is COMPARTMENT or not q:
+        pts += run_fixed(model, case, so.BackwardEuler(), p["be_dts"], ref, repeats)
+        pts += run_fixed(model, case, so.CrankNicolson(), p["cn_dts"], ref, repeats)
+        pts += run_adaptive(model, case, so.CrankNicolson(), p["cn_tols"], ref, repeats)
+        be_tols = p["be_tols"][case.name]
+        if be_tols:
             pts += run_adaptive(model, case, so.BackwardEuler(), be_tols, ref, repeats)
-        if k5_tols[case.name]:
+        if p["k5_tols"][case.name]:
             pts += run_adaptive(
-                model, case, dfx.Kvaerno5(), k5_tols[case.name], ref, 1, "Kvaerno5"
+                model, case, dfx.Kvaerno5(), p["k5_tols"][case.name], ref, 1, "Kvaerno5"
             )
         else:
-            print("  Kvaerno5: skipped with --quick (minutes per solve)")
-        cv = run_cvode(case, cv_tols + [1e-9], ref, repeats)
+            print("  Kvaerno5: left out in this mode (minutes per solve on the cable)")
+        cv = run_cvode(case, p["cv_tols"] + [1e-9], ref, repeats)
         print(f"  NEURON CVODE atol 1e-9 vs reference: {cv[-1].error:.2g} ms")
         pts += cv[:-1]
         print()
@@ -427,6 +469,10 @@ def main(argv=None):
         path = os.path.join(args.out, f"work_precision_{case.name}.png")
         plot(case, pts, path)
         print(f"\nplot: {path}")
+        emit(
+            "work_precision",
+            [dict(dataclasses.asdict(x), case=case.name) for x in pts],
+        )
         summary += targets(case, pts)
     print("\n## targets")
     for line in summary:

@@ -1,0 +1,213 @@
+"""The benchmarks run (`python -m benchmarks --smoke`: tiny models, float64), compare
+the same computation with their peers, and the runner's summary and plots are
+right. Jaxley is not a test dependency: without it its columns are left out
+(one case runs with Jaxley and NEURON hidden to check that)."""
+
+import json
+import math
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+
+ROOT = pathlib.Path(__file__).parent.parent
+
+
+def _runner():
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks import __main__ as runner
+    finally:
+        sys.path.remove(str(ROOT))
+    return runner
+
+
+def _have(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def _smoke(name: str, tmp_path, hide=()) -> tuple[str, list[dict]]:
+    """Run `python -m benchmarks --smoke --only name`; returns (results.md, rows)."""
+    env = None
+    if hide:
+        # modules that fail to import, ahead of the installed ones
+        fake = tmp_path / "hidden"
+        for module in hide:
+            (fake / module).mkdir(parents=True)
+            (fake / module / "__init__.py").write_text(
+                f"raise ImportError('{module} hidden by the test')\n"
+            )
+        import os
+
+        env = dict(os.environ, PYTHONPATH=f"{fake}{os.pathsep}{ROOT}")
+    out = tmp_path / "results.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--smoke", "--only", name, "--out", out],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = out.read_text()
+    assert "**failed**" not in text
+    rows = [json.loads(x) for x in (tmp_path / "results.json").read_text().splitlines()]
+    return text, rows
+
+
+def _check_fixed(row: dict, *, jaxley: bool, neuron: bool):
+    assert row["dtype"] == "float64"
+    assert math.isfinite(row["ours_ms"]) and row["ours_ms"] > 0
+    if jaxley:
+        # the same scheme in float64: the traces agree to rounding (measured
+        # <= 5e-11 mV); a benchmark timing different computations would not
+        assert row["jaxley_ms"] > 0 and row["jaxley_max_dv"] < 1e-6, row
+    else:
+        assert row["jaxley"] is None and "jaxley_ms" not in row
+    if neuron:
+        assert row["neuron_ms"] > 0 and row["neuron_max_dv"] < 1e-6, row
+    else:
+        assert row["neuron"] is None and "neuron_ms" not in row
+
+
+@pytest.mark.slow
+def test_forward_smoke(tmp_path):
+    jaxley = _have("jaxley")
+    text, rows = _smoke("forward", tmp_path)
+    fixed = [r for r in rows if r["benchmark"] == "forward"]
+    assert [r["ours"] for r in fixed] == ["BackwardEuler", "vmap of BackwardEuler"]
+    for r in fixed:
+        _check_fixed(r, jaxley=jaxley, neuron=True)
+    adaptive = {r["method"]: r for r in rows if r["benchmark"] == "forward_adaptive"}
+    assert set(adaptive) == {"ours CrankNicolson", "NEURON CVODE"}
+    assert adaptive["ours CrankNicolson"]["ratio"] == 1.0
+    for r in adaptive.values():
+        # one spike in 10 ms, found by both, within 0.1 ms of the reference
+        assert r["spikes"] == 1 and r["spike_error_ms"] < 0.1, r
+    assert "## Summary: ours against each peer" in text
+    assert (tmp_path / "plots" / "forward_times.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_branched_smoke_without_jaxley_and_neuron(tmp_path):
+    text, rows = _smoke("branched", tmp_path, hide=("jaxley", "neuron"))
+    (row,) = rows
+    _check_fixed(row, jaxley=False, neuron=False)
+    (line,) = [x for x in text.splitlines() if x.startswith("| branched | branched")]
+    assert line.endswith("| — | — | — | — |"), line  # no Jaxley, no NEURON
+
+
+@pytest.mark.slow
+def test_network_smoke(tmp_path):
+    jaxley = _have("jaxley")
+    _, rows = _smoke("network", tmp_path)
+    (row,) = rows
+    _check_fixed(row, jaxley=jaxley, neuron=False)
+    assert row["spikes"] > 0
+
+
+@pytest.mark.slow
+def test_work_precision_smoke(tmp_path):
+    _, rows = _smoke("work_precision", tmp_path)
+    methods = [r["method"] for r in rows]
+    assert methods == [
+        "fixed BackwardEuler",
+        "adaptive CrankNicolson",
+        "NEURON CVODE",
+    ]
+    assert all(r["error"] < 0.1 and r["steps"] > 0 for r in rows), rows
+    png = tmp_path / "plots" / "work_precision_compartment.png"
+    assert png.stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_gradient_smoke(tmp_path):
+    jaxley = _have("jaxley")
+    text, rows = _smoke("gradient", tmp_path)
+    process = [r for r in rows if r["kind"] == "process"]
+    inter = [r for r in rows if r["kind"] == "interleaved"]
+    assert [(r["impl"], r["adjoint"]) for r in process] == [("ours", "default")]
+    assert process[0]["finite"] and process[0]["peak_rss_mb"] > 0
+    expected = [("ours", "store-all")]
+    if jaxley:
+        expected.insert(0, ("jaxley", "levels=40,50"))
+    assert [(r["impl"], r["adjoint"]) for r in inter] == expected
+    assert all(r["ms"] > 0 and r["xla_temp_mb"] > 0 for r in inter)
+    assert (tmp_path / "plots" / "gradient.png").stat().st_size > 1000
+
+
+def _row(bench, case, dtype, ours_ms, jaxley_ms, neuron_ms=None):
+    row = dict(benchmark=bench, case=case, ours="BackwardEuler", dtype=dtype)
+    row |= dict(ours_ms=ours_ms, jaxley="bwd_euler", jaxley_ms=jaxley_ms)
+    if neuron_ms is None:
+        return row | dict(neuron=None)
+    return row | dict(neuron="fixed, secondorder=0", neuron_ms=neuron_ms)
+
+
+def test_summary_ratios_and_plots(tmp_path):
+    runner = _runner()
+    rows = [
+        _row("forward", "cable", "float64", 30.0, 10.0, 60.0),
+        _row("forward", "cable", "float32", 12.0, 8.0, 60.0),
+        _row("network", "net", "float64", 5.0, 4.0),
+        dict(
+            benchmark="forward_adaptive",
+            case="cable",
+            dtype="float64",
+            method="diffrax Kvaerno5",
+            tol=1e-4,
+            steps=10,
+            ms=50.0,
+            ratio=5.0,
+            spike_error_ms=None,
+        ),  # fmt: skip
+        dict(
+            benchmark="gradient",
+            kind="interleaved",
+            model="cable",
+            impl="jaxley",
+            adjoint="none",
+            t_max=50.0,
+            ms=20.0,
+            xla_temp_mb=100.0,
+        ),  # fmt: skip
+        dict(
+            benchmark="gradient",
+            kind="interleaved",
+            model="cable",
+            impl="ours",
+            adjoint="default",
+            t_max=50.0,
+            ms=50.0,
+            xla_temp_mb=0.5,
+        ),  # fmt: skip
+    ]
+    text = "\n".join(runner.summary(rows))
+    # ours / Jaxley and ours / NEURON, per dtype
+    assert (
+        "| forward | cable | BackwardEuler | float64 | 30.00 | 10.00 | 3.00 | " in text
+    )
+    assert "| 60.00 | 0.50 |" in text
+    assert (
+        "| network | net | BackwardEuler | float64 | 5.00 | 4.00 | 1.25 | — | — |"
+        in (text)
+    )
+    assert "| diffrax Kvaerno5 | 0.0001 | 10 | 50.00 | 5.00 | — |" in text
+    assert "| ours | default | 50.0 | 2.50 | 0.50 |" in text
+    # float32 / float64: ours 12 / 30, Jaxley 8 / 10; the network (one dtype) is out
+    dtype_part = text[text.index("## float32 against float64") :]
+    assert "| 30.00 | 12.00 | 0.40 | 10.00 | 8.00 | 0.80 |" in dtype_part
+    assert "| network |" not in dtype_part
+    paths = runner.write_plots(rows, str(tmp_path))
+    assert [pathlib.Path(p).name for p in paths] == [
+        "forward_times.png",
+        "gradient.png",
+    ]
+    assert all(pathlib.Path(p).stat().st_size > 1000 for p in paths)
