@@ -182,6 +182,7 @@ def simulate(
     adjoint: dfx.AbstractAdjoint = dfx.RecursiveCheckpointAdjoint(),
     max_steps: int | None = None,
     throw: bool = True,
+    progress_meter: dfx.AbstractProgressMeter = dfx.NoProgressMeter(),
 ) -> Simulation:
     """Simulate `model` from `t0` to `t1` (ms). Non-finite steps are never accepted.
 
@@ -216,6 +217,11 @@ def simulate(
       `max(1000, n // 10)` for non-finite retries.
     - `throw`: raise a `RuntimeError` if the solve fails, naming the result code
       and the time of failure (ms); else see `Simulation.result`.
+    - `progress_meter`: a diffrax progress meter, passed to `diffeqsolve` (default
+      `diffrax.NoProgressMeter()`). E.g. `diffrax.TqdmProgressMeter(refresh_steps=
+      n)` updates a bar every `n` steps; each update is a host callback (~0.5 ms),
+      so choose `n` for about a hundred updates per run. It does not change the
+      results.
 
     **Returns:** a `Simulation`. When the solve cannot continue (`throw=False`),
     `result` says why (a `stable_ode.RESULTS` member), `stats["t_fail"]` is the
@@ -264,11 +270,12 @@ def simulate(
             adjoint=adjoint,
             max_steps=n + max(1000, n // 10) if max_steps is None else max_steps,
             throw=False,
+            progress_meter=progress_meter,
         )
         ts = grid[::every]
         # Saved steps include any sub-steps of non-finite retries; keep the grid
         # times. After a failure, the last saved step (the last good state) is held.
-        idx = jnp.searchsorted(sol.ts, ts, side="right") - 1
+        idx = jnp.searchsorted(sol.ts, ts, side="right", method="sort") - 1
         recordings = {k: v[idx] for k, v in sol.ys.items()}
         t_end = sol.ts[jnp.sum(jnp.isfinite(sol.ts)) - 1]
     else:
@@ -292,6 +299,7 @@ def simulate(
             adjoint=adjoint,
             max_steps=100_000 if max_steps is None else max_steps,
             throw=False,
+            progress_meter=progress_meter,
         )
         # With `t1=True` the final state is saved after the last `ts` reached: on
         # failure, the last good one (at `t_end`); the unsaved samples (`inf`)
