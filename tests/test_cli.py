@@ -146,8 +146,7 @@ def test_network_plot_has_raster(tmp_path, capsys, monkeypatch):
     # recordings (taken from all compartments' voltages) are the solve's.
     for name, sp in zip("abc", raster.spikes):
         assert np.array_equal(sp, cli.spike_times(t, recordings[name]))
-    loaded = load_spec(NETWORK)
-    ref = loaded.simulate()
+    ref = cli.solve(load_spec(NETWORK))  # recordings saved as such
     with np.load(out) as data:
         for name in "abc":
             assert np.array_equal(data[name], ref.recordings[name])
