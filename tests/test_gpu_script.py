@@ -83,7 +83,11 @@ def test_budget_is_hard():
     assert elapsed < 1.5 + 5.0, elapsed  # + the parent's own start and exit
 
 
-def test_bad_arguments_are_named():
-    r = _run(["--size", "tiny", "--in-process", "--only", "network"] + ["--cells", "2"])
+def test_failure_in_a_worker_is_named():
+    r = _run(["--size", "tiny", "--only", "network", "--cells", "2"])
     assert r.returncode == 1
-    assert "syn_per_cell must be in [1, cells - 1] = [1, 1], got 2" in r.stdout
+    (row,) = _rows(r.stdout)
+    assert row[-1] == (
+        "exit code 1: ValueError: syn_per_cell must be in [1, cells - 1] = [1, 1], "
+        "got 2"
+    ), row
