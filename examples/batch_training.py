@@ -151,9 +151,10 @@ def main(argv=None):
         return jnp.mean(per_stimulus), per_stimulus
 
     # Adam with a cosine-decaying step: large steps first, then settle. gNa and
-    # gK stop ~0.5-1 % from the truth: the loss's Gauss-Newton Hessian in x has
-    # condition number ~500 at --small (eigenvalues 0.37, 3.5, 183; a single
-    # stimulus: 350 to 1e5), and Adam moves slowly along the flat direction.
+    # gK stop ~0.5-1 % from the truth at --small: the loss's Gauss-Newton Hessian
+    # in x has condition number ~500 there (eigenvalues 0.37, 3.5, 183; a single
+    # stimulus: 350 to 1e5), and Adam moves slowly along the flat direction. The
+    # default size gets to ~0.01 %.
     optimiser = optax.adam(optax.cosine_decay_schedule(0.03, iterations))
 
     @jax.jit

@@ -20,8 +20,8 @@ coloured by each compartment's peak voltage.
 
     python examples/swc_cell.py [--small] [--out swc_cell.png] [--swc FILE]
 
-`--small` (CI): 20 ms, d_lambda 0.1 (about 35 compartments); default: 60 ms,
-d_lambda 0.02 (about 100 compartments).
+`--small` (CI): 20 ms, d_lambda 0.1 (49 compartments); default: 60 ms,
+d_lambda 0.02 (185 compartments).
 """
 
 import argparse
@@ -128,7 +128,7 @@ def main(argv=None):
             so.Insert(so.Passive(g=1e-4, e=-65.0), passive),
         ],
     )
-    distal = DISTAL if args.swc == str(SWC) else (passive[-1], 1.0)
+    distal = DISTAL if args.swc == str(SWC) else (shape.sections[-1].name, 1.0)
     # No named recordings: `recordings["v"]` holds every compartment.
     model = so.build(
         [cell], [so.StepCurrent(so.Site("cell", "soma"), AMPLITUDE, DELAY, t1)]
