@@ -2,6 +2,7 @@
 
 import diffrax as dfx
 import equinox as eqx
+import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -275,7 +276,18 @@ def simulate(
         ts = grid[::every]
         # Saved steps include any sub-steps of non-finite retries; keep the grid
         # times. After a failure, the last saved step (the last good state) is held.
-        idx = jnp.searchsorted(sol.ts, ts, side="right", method="sort") - 1
+        # Without retries the saved steps are the grid: a strided slice, not a
+        # search (which, batched under `vmap`, costs more than the solve).
+        n_saved = sol.ts.shape[-1]
+        plain = jnp.minimum(jnp.arange(0, n + 1, every, dtype=jnp.int32), n_saved - 1)
+
+        def search():
+            return (jnp.searchsorted(sol.ts, ts, side="right") - 1).astype(jnp.int32)
+
+        retried = (sol.stats["num_rejected_steps"] > 0) | (
+            sol.stats["num_accepted_steps"] != n
+        )
+        idx = jax.lax.cond(eqxi.unvmap_any(retried), search, lambda: plain)
         recordings = {k: v[idx] for k, v in sol.ys.items()}
         t_end = sol.ts[jnp.sum(jnp.isfinite(sol.ts)) - 1]
     else:
