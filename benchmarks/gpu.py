@@ -25,7 +25,7 @@ dt = 0.025 ms over `--t-max` = 50 ms, i.e. 2,000 fixed steps):
 
 `--with-jaxley` adds Jaxley's `bwd_euler` for cable, cable-grad (Jaxley's default,
 no checkpointing) and network, with the same models; skipped, saying so, when
-`jaxley` cannot be imported. `--size tiny` is for the smoke test
+`jaxley` is not installed. `--size tiny` is for the smoke test
 (`tests/test_gpu_script.py`); `--cable`, `--cells`, `--syn-per-cell`, `--batch`,
 `--t-max`, `--repeats` override a size's numbers.
 
@@ -63,9 +63,10 @@ one short command with a hard time limit:
         --budget 400 --out gpu.md
 
 It prints a markdown table (with date, JAX version, backend, device kind and
-count) to stdout and, with `--out`, to a file. `--size small` finishes in about a
-minute on a 2-core CPU. JAX preallocates 75 % of GPU memory per process; the
-peak reported is what XLA's allocator used, not what it reserved.
+count) to stdout and, with `--out`, to a file. `--size small` takes about a
+minute on a 2-core CPU (two with `--dtype both`). JAX preallocates 75 % of GPU
+memory per process; the peak reported is what XLA's allocator used, not what it
+reserved.
 """
 
 import argparse
@@ -419,8 +420,9 @@ def _case_jaxley(spec: Spec):
 
         return jax.grad(loss), (module.get_parameters(),), _check_grad
     if spec.kind == "network":
-        # Jaxley starts the synapse state at 0.2; set it to ours (steady state).
-        ours = build_network(spec.cells, spec.syn_per_cell, _dtype(spec.dtype))
+        # Jaxley starts the synapse state at 0.2; set it to ours (the steady state
+        # at v_init, the same in a 2-cell network).
+        ours = build_network(2, 1, _dtype(spec.dtype))
         s_init = float(ours.init_state().synapses[0]["s"][0])
         net = _jaxley_network(spec, s_init)
 
@@ -698,7 +700,7 @@ def main(argv=None) -> None:
     start = time.perf_counter()
     notes = []
     if args.with_jaxley and not _jaxley_available():
-        notes.append("Jaxley cases skipped: `import jaxley` failed (not installed).")
+        notes.append("Jaxley cases skipped: jaxley is not installed.")
         args.with_jaxley = False
     specs = make_specs(args)
     rows, env = [], {}

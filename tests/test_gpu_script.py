@@ -91,3 +91,21 @@ def test_failure_in_a_worker_is_named():
         "exit code 1: ValueError: syn_per_cell must be in [1, cells - 1] = [1, 1], "
         "got 2"
     ), row
+
+
+def test_without_jaxley_its_cases_are_skipped_saying_so():
+    # As if Jaxley were not installed; a budget too small to start any case.
+    code = (
+        "import importlib.util as u; real = u.find_spec; "
+        "u.find_spec = lambda n, *a: None if n == 'jaxley' else real(n, *a); "
+        "from benchmarks.gpu import main; "
+        "main(['--size', 'tiny', '--with-jaxley', '--only', 'cable', '--budget', "
+        "'0.5'])"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (row,) = _rows(r.stdout)
+    assert row[:2] == ["cable", "stable_ode"], row
+    assert "Jaxley cases skipped: jaxley is not installed." in r.stdout
