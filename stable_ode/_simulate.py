@@ -130,9 +130,9 @@ def _raise_if_failed(x, result: RESULTS, t_fail):
     """As `result.error_if(x, result != successful)`, with the failure time (ms) in
     the message: the failure time is only known at run time, so the message is made
     in the host callback. Works under `jit` and `vmap` (raises if any batch member
-    failed); transparent to autodiff."""
+    failed) and with sharded batches; transparent to autodiff."""
 
-    def check(x, code, t):
+    def check(code, t):
         code, t = np.asarray(code), np.asarray(t)
         bad = code != 0
         if np.any(bad):
@@ -144,21 +144,26 @@ def _raise_if_failed(x, result: RESULTS, t_fail):
                 f"stable_ode.simulate stopped at t = {float(where):.9g} ms{batch}: "
                 f"{msg}"
             )
-        return x
+        return np.zeros(code.shape, np.int32)
 
     @jax.custom_jvp
     def checked(x, code, t):
-        # The callback only runs when the solve failed (under `vmap` the `cond`
-        # becomes a select and it always runs, raising only for a failed member).
+        # Only the codes and times go to the host, and only when some solve failed:
+        # `unvmap_any` keeps the `cond` a real branch under `vmap` (a batched
+        # predicate would make it a select that calls back on every run). The
+        # callback's (zero) result is added to `x` so that `x` is not returned
+        # before the check has run.
         def fail():
-            struct = jax.tree_util.tree_map(
-                lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), x
+            zero = jax.pure_callback(
+                check,
+                jax.ShapeDtypeStruct((), jnp.int32),
+                code,
+                t,
+                vmap_method="broadcast_all",
             )
-            return jax.pure_callback(
-                check, struct, x, code, t, vmap_method="broadcast_all"
-            )
+            return jax.tree_util.tree_map(lambda a: a + zero.astype(a.dtype), x)
 
-        return jax.lax.cond(code != 0, fail, lambda: x)
+        return jax.lax.cond(eqxi.unvmap_any(code != 0), fail, lambda: x)
 
     @checked.defjvp
     def _(primals, tangents):

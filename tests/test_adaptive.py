@@ -1,5 +1,7 @@
 """Adaptive and safe fixed stepping of membrane models through `simulate`."""
 
+import functools
+
 import diffrax as dfx
 import equinox as eqx
 import jax
@@ -63,6 +65,31 @@ def test_failure_keeps_trajectory_and_time(adaptive):
     assert int(sim.stats["num_nonfinite_rejected"]) >= 1
     with pytest.raises(Exception, match=r"stopped at t = [0-9.]+ ms.*non-finite"):
         so.simulate(m, 10.0, 0.025, controller=controller, throw=True)
+
+
+def test_failure_under_vmap_names_the_member():
+    # `throw=True` under `vmap`: a run where no member fails returns normally, one
+    # where member 2 fails raises naming it; the samples are the unbatched ones.
+    m = _fragile()
+    amplitudes = jnp.asarray([0.0, 0.01, 0.5])
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def run(amplitudes, throw):
+        def one(a):
+            mm = eqx.tree_at(lambda m: m.stimuli.step_amplitude, m, jnp.full((1,), a))
+            return so.simulate(mm, 3.0, 0.025, throw=throw).recordings["soma"]
+
+        return jax.vmap(one)(amplitudes)
+
+    ok = run(amplitudes[:2], True)
+    for i in range(2):
+        mm = eqx.tree_at(lambda m: m.stimuli.step_amplitude, m, amplitudes[i : i + 1])
+        single = so.simulate(mm, 3.0, 0.025).recordings["soma"]
+        assert np.array_equal(np.asarray(ok[i]), np.asarray(single))
+    with pytest.raises(
+        Exception, match=r"stopped at t = [0-9.]+ ms \(batch member 2 of 3\)"
+    ):
+        run(amplitudes, True)
 
 
 def test_fixed_default_matches_steps_and_rejects_fixed_controllers():
