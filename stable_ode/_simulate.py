@@ -299,8 +299,9 @@ def simulate(
         n_save = _grid(t0, t1, save_dt, "save_dt")
         ts = t0 + save_dt * jnp.arange(n_save + 1, dtype=dtype)
         ts = ts.at[-1].set(t1)
-        jumps = model.stimuli.jump_times()
-        jumps = jnp.asarray(jumps[(jumps > t0) & (jumps < t1)], dtype)
+        # Jumps outside (t0, t1) are harmless to the clip; not filtering them
+        # keeps this working on a traced model.
+        jumps = model.stimuli.jump_times().astype(dtype)
         controller = _safe_controller(controller, jumps)
         if isinstance(solver, dfx.AbstractImplicitSolver):
             solver = NonFiniteGuard(_with_controller_tols(solver, controller))

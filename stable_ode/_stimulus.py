@@ -88,16 +88,17 @@ class Stimuli(eqx.Module):
             ]
         )
 
-    def jump_times(self) -> np.ndarray:
-        """Sorted times (ms) at which any stimulus is discontinuous."""
-        delay = np.asarray(self.step_delay)
-        ts = [delay, delay + np.asarray(self.step_duration)]  # numpy: works under jit
-        for i in range(self.trace_index.shape[0]):
-            n = self.trace_values.shape[1]
-            ts.append(
-                float(self.trace_delay[i]) + float(self.trace_dt[i]) * np.arange(n + 1)
-            )
-        return np.unique(np.concatenate([np.ravel(t) for t in ts]).astype(float))
+    def jump_times(self) -> Float[Array, " njump"]:
+        """Times (ms) at which any stimulus is discontinuous: the start and end of
+        every step, and every sample boundary of every trace. Unsorted and possibly
+        repeated (`diffrax.ClipStepSizeController(jump_ts=...)` sorts them); works
+        on traced stimuli (a model passed into `jax.jit`)."""
+        n = self.trace_values.shape[1]
+        k = jnp.arange(n + 1, dtype=self.trace_dt.dtype)[None, :]
+        traces = self.trace_delay[:, None] + self.trace_dt[:, None] * k
+        return jnp.concatenate(
+            [self.step_delay, self.step_delay + self.step_duration, jnp.ravel(traces)]
+        )
 
 
 def build_stimuli(

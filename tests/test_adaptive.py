@@ -107,6 +107,21 @@ def test_fixed_default_matches_steps_and_rejects_fixed_controllers():
 # --------------------------------------------------------------- step edges
 
 
+def test_adaptive_with_traced_model():
+    # The model as an argument of `jax.jit` (stimulus times traced): the stimulus
+    # edges still bound the steps, and the result is the untraced one.
+    m = hh_compartment(delay=5.0, duration=10.0)
+    pid = dfx.PIDController(rtol=1e-4, atol=1e-4)
+
+    def run(m):
+        return so.simulate(m, 20.0, 0.1, solver=so.CrankNicolson(), controller=pid)
+
+    traced, eager = jax.jit(run)(m), run(m)
+    v_traced, v_eager = traced.recordings["soma"], eager.recordings["soma"]
+    assert np.allclose(np.asarray(v_traced), np.asarray(v_eager), atol=1e-9)
+    assert int(traced.stats["num_steps"]) == int(eager.stats["num_steps"])
+
+
 def test_stimulus_edge_is_a_step_boundary():
     m = hh_compartment(delay=5.0, duration=10.0)
     jumps = jnp.asarray(m.stimuli.jump_times(), m.dtype)
