@@ -35,7 +35,9 @@ the median wall time of the jitted `simulate` call (compilation excluded),
 saving `v` every 0.1 ms. The spike times come from a second, untimed run that
 saves on the 2 µs grid (`SaveAt(ts=...)` does not change the steps diffrax
 takes; for fixed steps the second run is `diffeqsolve` with `StepTo` on the same
-grid). NEURON: `h.finitialize` + `h.continuerun`, best of several runs.
+grid). NEURON: `h.finitialize` + `ParallelContext.psolve` (its run loop in C;
+until 2026-11-30 `h.continuerun`, whose hoc loop adds ~10 µs per step), median of
+several runs.
 
 Prints a table per model, the issue's targets and whether they are met, and
 writes `work_precision_<model>.png` (two panels: error vs steps, error vs wall
@@ -263,10 +265,14 @@ def run_cvode(case: Case, tols, ref, repeats) -> list[Point]:
             steps, spikes = _cvode_run(h, case, sites)
             err = spike_error(spikes, ref)
             times = []
+            pc = h.ParallelContext()
+            pc.set_maxstep(10)
             for _ in range(repeats):
+                # psolve: NEURON's run loop in C (continuerun's hoc loop adds ~10
+                # µs per step, see benchmarks/_neuron.py)
                 start = time.perf_counter()
                 h.finitialize(V_INIT)
-                h.continuerun(case.t_max)
+                pc.psolve(case.t_max)
                 times.append(time.perf_counter() - start)
             pts.append(Point("NEURON CVODE", tol, steps, float(np.median(times)), err))
             _progress(pts[-1])
