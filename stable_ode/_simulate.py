@@ -53,15 +53,21 @@ class Simulation(eqx.Module):
 
 
 def _recorder(model: MembraneModel):
+    """The save function (one gather of all recorded compartments, saved as one
+    array: a separate saved scalar per recording made compile time grow with their
+    number, minutes for 1,000) and the names of its columns (`None`: every
+    compartment, saved as `"v"`)."""
     recs = model.layout.recordings
+    if not recs:
+        return (lambda t, y, args: y.v), None
+    idx = np.asarray([i for _, i in recs])
+    return (lambda t, y, args: y.v[idx]), [name for name, _ in recs]
 
-    def fn(t, y: State, args):
-        del t, args
-        if not recs:
-            return {"v": y.v}
-        return {name: y.v[i] for name, i in recs}
 
-    return fn
+def _split(saved: Float[Array, "nsave nrec"], names: list[str] | None) -> dict:
+    if names is None:
+        return {"v": saved}
+    return {name: saved[:, j] for j, name in enumerate(names)}
 
 
 def _grid(t0: float, t1: float, dt: float, name: str) -> int:
@@ -247,7 +253,7 @@ def simulate(
     if not isinstance(solver, (NonFiniteGuard, dfx.AbstractImplicitSolver)):
         solver = NonFiniteGuard(solver)
     y0 = model.init_state() if y0 is None else y0
-    fn = _recorder(model)
+    fn, names = _recorder(model)
     dtype = model.dtype
     if controller is None or isinstance(controller, SafeStepTo):
         n = _grid(t0, t1, dt, "dt")
@@ -293,7 +299,7 @@ def simulate(
             sol.stats["num_accepted_steps"] != n
         )
         idx = jax.lax.cond(eqxi.unvmap_any(retried), search, lambda: plain)
-        recordings = {k: v[idx] for k, v in sol.ys.items()}
+        recordings = _split(sol.ys[idx], names)
         t_end = sol.ts[jnp.sum(jnp.isfinite(sol.ts)) - 1]
     else:
         n_save = _grid(t0, t1, save_dt, "save_dt")
@@ -325,10 +331,10 @@ def simulate(
         i_end = jnp.sum(jnp.isfinite(sol.ts)) - 1
         t_end = sol.ts[i_end]
         valid = ts <= t_end
-        recordings = {
-            k: jnp.where(_bcast(valid, v[:-1]), v[:-1], v[i_end][None])
-            for k, v in sol.ys.items()
-        }
+        v = sol.ys
+        recordings = _split(
+            jnp.where(_bcast(valid, v[:-1]), v[:-1], v[i_end][None]), names
+        )
     st = sol.stats
     cs = sol.controller_state.stats
     result = RESULTS.promote(sol.result)
