@@ -6,8 +6,9 @@
     python -m stable_ode diagnose MODEL.json [--debug]
 
 Exit codes: 0 success; 1 the solve did not succeed (the output is still written,
-with the message on stderr); 2 a usage, model-file or output error; 3 an
-unexpected error (a bug, here or in a user's mechanism); 130 interrupted (Ctrl-C).
+with the message on stderr), or `diagnose` found a bad value; 2 a usage, model-file
+or output error; 3 an unexpected error (a bug, here or in a user's mechanism); 130
+interrupted (Ctrl-C).
 Every error is one line on stderr; `--debug` shows the traceback instead.
 """
 
@@ -565,28 +566,20 @@ def _cmd_demo(args) -> int:
 
 
 def _diagnose_spec():
-    """`stable_ode.diagnostics.diagnose_spec`, or `None` where it does not exist."""
-    try:
-        module = importlib.import_module("stable_ode.diagnostics")
-    except ModuleNotFoundError as e:
-        if e.name == "stable_ode.diagnostics":
-            return None
-        raise
-    return getattr(module, "diagnose_spec", None)
+    """`stable_ode.diagnostics.diagnose_spec` (imported on use: it is only needed
+    by this command)."""
+    from .diagnostics import diagnose_spec
+
+    return diagnose_spec
 
 
 def _cmd_diagnose(args) -> int:
-    diagnose_spec = _diagnose_spec()
-    if diagnose_spec is None:
-        raise UsageError(
-            "diagnose is not available in this version of stable_ode "
-            "(stable_ode.diagnostics.diagnose_spec is missing)"
-        )
     loaded = _load(args.model)
-    report = diagnose_spec(loaded)
-    if report is not None:
-        print(report)
-    return 0
+    report = _diagnose_spec()(loaded)
+    print(report)
+    # A finding is a failure of the model, as a failed solve is for `run`: scripts
+    # can tell a healthy model from a broken one by the exit code.
+    return EXIT_FAILED_SOLVE if report.found else 0
 
 
 _COMMANDS = {"run": _cmd_run, "demo": _cmd_demo, "diagnose": _cmd_diagnose}

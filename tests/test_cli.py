@@ -632,26 +632,28 @@ def test_spike_sites_of_a_network():
     assert not cli.is_network(load_spec(TINY).spec)
 
 
-def test_diagnose_not_available(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_diagnose_spec", lambda: None)
-    assert cli.main(["diagnose", str(TINY)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "not available" in err[0]
-
-
-def test_diagnose_calls_diagnose_spec(capsys, monkeypatch):
+@pytest.mark.parametrize("found", [False, True])
+def test_diagnose_calls_diagnose_spec(capsys, monkeypatch, found):
     seen = []
+
+    class Report:
+        def __init__(self):
+            self.found = found
+
+        def __str__(self):
+            return "a bad value" if found else "no non-finite value"
 
     def diagnose_spec(loaded):
         seen.append(loaded)
-        return "no non-finite value"
+        return Report()
 
     monkeypatch.setattr(cli, "_diagnose_spec", lambda: diagnose_spec)
-    assert cli.main(["diagnose", str(TINY)]) == 0
+    # exit code 1 when a bad value was found, as for a failed `run`
+    assert cli.main(["diagnose", str(TINY)]) == (1 if found else 0)
     (loaded,) = seen
     assert isinstance(loaded, stable_ode.LoadedModel)
     assert loaded.file == str(TINY)
-    assert "no non-finite value" in capsys.readouterr().out
+    assert str(Report()) in capsys.readouterr().out
 
 
 def test_spike_times():
