@@ -27,7 +27,10 @@ numbers to rounding), our `CrankNicolson` against Jaxley's `crank_nicolson`
 start-up steps, Jaxley's is NEURON's `secondorder=2`-like half-step), and our
 `ExponentialEuler` against Jaxley's `bwd_euler` (Jaxley 0.14's `exp_euler`
 fails on a single compartment; its `bwd_euler` skips the linear solve there,
-so it is the same elementwise update).
+so it is the same elementwise update). Rows `BackwardEuler+optimistic` (and
+the batch's `vmap of BackwardEuler+optimistic`) are `simulate(...,
+optimistic=True)`: a plain `diffrax.StepTo` run first, the safe solve only if
+that went non-finite (the same result; both loops compiled).
 
 Next to Jaxley, in the same interleaved timing: NEURON 9's fixed step
 (`benchmarks/_neuron.py`: `h.finitialize` + `h.continuerun`, `secondorder=0`
@@ -49,7 +52,8 @@ float64, recording `v` at every step.
 Jaxley and NEURON are benchmark-only dependencies: without them their columns
 are left out. x64 is a global JAX flag, and Jaxley picks its dtype from it, so
 each dtype runs in its own subprocess (`--dtype both`, the default, starts one
-per dtype). `--quick`: 3 timed calls, `BackwardEuler` only, adaptive on the
+per dtype). `--quick`: 3 timed calls, `BackwardEuler` (default and optimistic)
+only, adaptive on the
 compartment only; `--smoke`: 10 ms, 4-way batch, 1 call (a test). Each process
 appends its rows to `$BENCHMARKS_JSON` if set (`python -m benchmarks` does).
 `--profile` adds a breakdown of where our solves spend their time (see
@@ -92,6 +96,7 @@ COMPARTMENT = Case(
     record_positions=(0.5,),
     solvers=(
         ("BackwardEuler", "bwd_euler"),
+        ("BackwardEuler+optimistic", "bwd_euler"),
         ("CrankNicolson", "crank_nicolson"),
         ("ExponentialEuler", "bwd_euler"),
     ),
@@ -104,7 +109,11 @@ CABLE = Case(
     t_max=50.0,
     stim_position=0.0,
     record_positions=(0.0, 1.0),
-    solvers=(("BackwardEuler", "bwd_euler"), ("CrankNicolson", "crank_nicolson")),
+    solvers=(
+        ("BackwardEuler", "bwd_euler"),
+        ("BackwardEuler+optimistic", "bwd_euler"),
+        ("CrankNicolson", "crank_nicolson"),
+    ),
 )
 
 
@@ -267,11 +276,16 @@ def run_case(case: Case, dtype_name: str, repeats: int, solvers=None) -> list[di
     rows = []
     try:
         for ours_name, jaxley_solver in solvers or case.solvers:
-            solver = getattr(so, ours_name)()
+            # "Solver+optimistic": `simulate(..., optimistic=True)`
+            solver_name, *options = ours_name.split("+")
+            solver = getattr(so, solver_name)()
+            optimistic = "optimistic" in options
 
             @jax.jit
-            def ours(m, solver=solver):
-                sim = so.simulate(m, case.t_max, DT, solver=solver)
+            def ours(m, solver=solver, optimistic=optimistic):
+                sim = so.simulate(
+                    m, case.t_max, DT, solver=solver, optimistic=optimistic
+                )
                 return jnp.stack([sim.recordings[n] for n in names])
 
             jaxley = None
@@ -287,7 +301,7 @@ def run_case(case: Case, dtype_name: str, repeats: int, solvers=None) -> list[di
                 jaxley = (jaxley_solver, theirs, (module.get_parameters(),))
             neuron = None
             if nrn is not None:
-                scheme = NEURON_SCHEME[ours_name]
+                scheme = NEURON_SCHEME[solver_name]
                 neuron = (
                     f"fixed, secondorder={scheme}",
                     lambda scheme=scheme: nrn.run(secondorder=scheme),
@@ -313,7 +327,9 @@ def run_case(case: Case, dtype_name: str, repeats: int, solvers=None) -> list[di
 GNA_RANGE = (0.08, 0.16)  # S/cm², the batch's gnabar values (evenly spaced)
 
 
-def run_batch(case: Case, n_batch: int, dtype_name: str, repeats: int) -> dict:
+def run_batch(
+    case: Case, n_batch: int, dtype_name: str, repeats: int, optimistic: bool = False
+) -> dict:
     """`n_batch` copies of `case` with `gnabar` evenly spaced over `GNA_RANGE`, all
     at once: ours `jax.vmap` of `simulate` over `gnabar`, Jaxley `jax.vmap` of
     `jx.integrate` over its `HH_gNa` parameter (`make_trainable`), NEURON all the
@@ -343,7 +359,9 @@ def run_batch(case: Case, n_batch: int, dtype_name: str, repeats: int) -> dict:
             mi = eqx.tree_at(
                 lambda m: m.mechanisms[0].mechanism.gnabar, m, jnp.full(n, gi)
             )
-            sim = so.simulate(mi, case.t_max, DT, solver=so.BackwardEuler())
+            sim = so.simulate(
+                mi, case.t_max, DT, solver=so.BackwardEuler(), optimistic=optimistic
+            )
             return jnp.stack([sim.recordings[k] for k in names])
 
         return jax.vmap(one)(g)
@@ -398,7 +416,8 @@ def run_batch(case: Case, n_batch: int, dtype_name: str, repeats: int) -> dict:
     try:
         return compare(
             f"{n_batch}× {case.name}, vmap over gNa", dtype_name,
-            "vmap of BackwardEuler", ours, (model, jnp.asarray(gna, dtype)),
+            "vmap of BackwardEuler" + "+optimistic" * optimistic, ours,
+            (model, jnp.asarray(gna, dtype)),
             jaxley, neuron, repeats,
         )  # fmt: skip
     finally:
@@ -584,7 +603,7 @@ def plan(mode: str):
         adaptive.append((CABLE, 1e-3, every[:2] + every[3:]))
     return dict(
         cases=[
-            (c, c.solvers[:1] if quick else c.solvers) for c in (COMPARTMENT, CABLE)
+            (c, c.solvers[:2] if quick else c.solvers) for c in (COMPARTMENT, CABLE)
         ],
         batch=(COMPARTMENT, 64),
         adaptive=adaptive,
@@ -613,6 +632,8 @@ def run_dtype(dtype_name: str, mode: str, profile: bool) -> None:
     for case, solvers in p["cases"]:
         rows += run_case(case, dtype_name, repeats, solvers)
     rows.append(run_batch(*p["batch"], dtype_name, repeats))
+    if mode != "smoke":
+        rows.append(run_batch(*p["batch"], dtype_name, repeats, optimistic=True))
     print_rows(rows)
     emit("forward", rows)
     adaptive = []

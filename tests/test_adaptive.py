@@ -92,6 +92,49 @@ def test_failure_under_vmap_names_the_member():
         run(amplitudes, True)
 
 
+def test_optimistic_gives_the_safe_result():
+    # `optimistic=True` runs a plain StepTo first and the safe solve only if that
+    # went non-finite: the same samples, result and failure time as the default, in
+    # a batch where member 2 goes non-finite (the whole batch takes the safe path)
+    # and where none does (the fast path); its gradient is the default's.
+    m = _fragile()
+
+    def with_amplitude(a):
+        return eqx.tree_at(lambda m: m.stimuli.step_amplitude, m, jnp.full((1,), a))
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def run(amplitudes, optimistic):
+        def one(a):
+            sim = so.simulate(
+                with_amplitude(a), 3.0, 0.025, throw=False, optimistic=optimistic
+            )
+            return sim.recordings["soma"], sim.result._value, sim.stats
+
+        return jax.vmap(one)(amplitudes)
+
+    for amplitudes in ([0.0, 0.01, 0.5], [0.0, 0.01]):
+        (v, code, stats), (v_opt, code_opt, stats_opt) = (
+            run(jnp.asarray(amplitudes), o) for o in (False, True)
+        )
+        assert np.array_equal(np.asarray(v), np.asarray(v_opt))
+        assert np.array_equal(np.asarray(code), np.asarray(code_opt))
+        for key in ("t_fail", "num_nonfinite_rejected", "num_accepted", "min_dt"):
+            assert np.array_equal(np.asarray(stats[key]), np.asarray(stats_opt[key]))
+        failed = len(amplitudes) == 3  # member 2 goes non-finite
+        assert (int(code[-1]) != 0) == failed
+        assert (float(stats["t_fail"][-1]) < 3.0) == failed
+
+    def loss(g, optimistic):
+        mm = eqx.tree_at(lambda m: m.mechanisms[0].mechanism.g, with_amplitude(0.01), g)
+        sim = so.simulate(mm, 3.0, 0.025, optimistic=optimistic)
+        return jnp.mean(sim.recordings["soma"])
+
+    g = m.mechanisms[0].mechanism.g
+    grads = [jax.jit(jax.grad(loss), static_argnums=1)(g, o) for o in (False, True)]
+    assert np.allclose(np.asarray(grads[0]), np.asarray(grads[1]), rtol=1e-12)
+    assert np.all(np.asarray(grads[0]) != 0)
+
+
 def test_fixed_default_matches_steps_and_rejects_fixed_controllers():
     m = hh_compartment()
     sim = so.simulate(m, 10.0, 0.025, save_dt=0.1)
