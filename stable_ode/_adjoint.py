@@ -1,15 +1,18 @@
 """Reverse-mode configuration: recursive checkpointing chosen by what the user knows,
 and a check of float32 gradients against a better-conditioned probe."""
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import diffrax as dfx
 import equinox as eqx
+import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import numpy as np
+from equinox.internal._loop.common import common_rewrite, fixed_asarray
 from jaxtyping import Array, Bool, Float, PyTree
 
 
@@ -36,6 +39,52 @@ def _fixed_steps(stepsize_controller) -> int | None:
     return int(np.shape(ts)[0]) - 1
 
 
+def _nested_while_loop(
+    cond_fun, body_fun, init_val, *, max_steps, buffers=None, levels, **kwargs
+):
+    """diffrax's step loop as nested `lax.scan`s of lengths `levels` (outermost
+    first), every level but the innermost under `jax.checkpoint`: Jaxley's
+    `checkpoint_lengths`. Reverse mode stores `levels[0]` loop states, recomputes
+    each segment once and differentiates it with its residuals stored: every step
+    recomputed `len(levels) - 1` times. Each iteration steps only while
+    `cond_fun` holds. If the solve needs more iterations than `prod(levels)` (a
+    non-finite step retried in sub-steps), the rest runs in a checkpointed
+    `while_loop` (up to `max_steps` in all)."""
+    del kwargs
+    n = math.prod(levels)
+    init_val = jax.tree_util.tree_map(fixed_asarray, init_val)
+    cond_, body_, val, _ = common_rewrite(
+        cond_fun, body_fun, init_val, n, buffers, makes_false_steps=False
+    )
+
+    def run(val, lengths):
+        if not lengths:
+            return body_(val)
+
+        def scan_fn(v, _):
+            return jax.lax.cond(
+                cond_(v), lambda v: run(v, lengths[1:]), lambda v: v, v
+            ), None
+
+        if len(lengths) > 1:
+            scan_fn = jax.checkpoint(scan_fn, prevent_cse=False)
+        return jax.lax.scan(scan_fn, val, xs=None, length=lengths[0])[0]
+
+    _, _, _, val = run(val, tuple(levels))
+    rest = None if max_steps is None else max_steps - n
+    if rest is None or rest > 0:
+        val = eqxi.while_loop(
+            cond_fun,
+            body_fun,
+            val,
+            max_steps=rest,
+            buffers=buffers,
+            kind="checkpointed",
+            checkpoints=None if rest is None else min(rest, 16),
+        )
+    return val
+
+
 class Checkpointing(dfx.AbstractAdjoint):
     """Reverse mode through the solve by recursive (binomial, "treeverse")
     checkpointing, configured by what you know: a number of checkpoints, nested
@@ -44,20 +93,24 @@ class Checkpointing(dfx.AbstractAdjoint):
     `diffrax.diffeqsolve`). Give at most one of the three.
 
     It runs `diffrax.RecursiveCheckpointAdjoint(checkpoints=c)` with `c` chosen as
-    follows:
+    follows, except for nested `levels`:
 
     - `checkpoints=c`: `c` as given.
-    - `levels=[l1, l2, ...]` (fixed steps only): `c = l1 + l2 + ...`, and the product
-      `l1·l2·...` must equal the number of grid steps `(t1 - t0)/dt`. Jaxley's nested
-      `checkpoint_lengths` store `l1` outer checkpoints and, while one outer segment
-      is differentiated, `l2` inner ones (and so on): at most `l1 + l2 + ...` states,
-      with every step recomputed at most `len(levels) - 1` times. diffrax's loop is a
-      `while_loop` whose step count is only known at run time (a non-finite step is
-      retried in halves), so it cannot be cut into nested `scan`s of fixed lengths;
-      instead the same memory, `l1 + l2 + ...` checkpoints, is given to the
-      online binomial scheme of Stumm & Walther (2010) (memory-equivalent; the
-      number of recomputations differs from the nested scheme's and was not
-      measured here). The gradient agrees up to rounding (see below).
+    - `levels=[l1, l2, ...]` (fixed steps only; the product `l1·l2·...` must equal
+      the number of grid steps `(t1 - t0)/dt`): with two or more levels, Jaxley's
+      `checkpoint_lengths` scheme. diffrax's step loop runs as nested `lax.scan`s of
+      lengths `l1, l2, ...`, every level but the innermost under `jax.checkpoint`:
+      the forward pass stores `l1` loop states; the backward pass recomputes one
+      segment at a time and differentiates it from its stored residuals, so every
+      step is recomputed `len(levels) - 1` times. (Each iteration steps only while
+      the solve is not done; if a non-finite step was retried in sub-steps and more
+      than `l1·l2·...` iterations are needed, the rest runs in a checkpointed
+      `while_loop`.) The loop state held per outer checkpoint includes the saved
+      outputs so far, so keep the number of recordings modest with many outer
+      checkpoints. Measured on the 100-compartment HH cable, 50 ms, 2 recordings,
+      `[40, 50]`: gradient 0.6× the time of the default below, XLA working memory
+      3.1 MB (default 0.5 MB, storing every step 9.9 MB; Jaxley `[40, 50]` 2.7 MB).
+      One level `[n]` is `checkpoints=n`.
     - `memory_bytes=b`: `c = floor(b / s)`, with `s` the bytes of one checkpoint:
       every array of the solve loop's state (`y` — membrane potential and gates of
       every compartment —, solver and controller state, counters), counted as
@@ -197,6 +250,22 @@ class Checkpointing(dfx.AbstractAdjoint):
             init_state=init_state,
             num_steps=_fixed_steps(stepsize_controller),
         )
+        if self.levels is not None and len(self.levels) > 1:
+            kwargs.pop("throw", None)
+            kwargs.pop("passed_solver_state", None)
+            kwargs.pop("passed_controller_state", None)
+            return self._loop(
+                init_state=init_state,
+                max_steps=max_steps,
+                stepsize_controller=stepsize_controller,
+                inner_while_loop=functools.partial(
+                    eqxi.while_loop, kind="checkpointed"
+                ),
+                outer_while_loop=functools.partial(
+                    _nested_while_loop, levels=self.levels
+                ),
+                **kwargs,
+            )
         return dfx.RecursiveCheckpointAdjoint(checkpoints=c).loop(
             init_state=init_state,
             max_steps=max_steps,

@@ -236,6 +236,43 @@ def test_safe_step_to_subdivides_then_returns_to_grid():
     assert float(st.min_dt) == 0.0625
 
 
+def test_nested_levels_run_retries_past_their_length():
+    # `Checkpointing(levels=...)` runs the loop as nested scans of prod(levels)
+    # iterations; here every grid step needs 6 (2 non-finite retries, 4 quarter
+    # steps), 48 in all for levels (2, 4): the rest runs in the checkpointed loop.
+    # Values and gradients are those of the default checkpointing.
+    grid = jnp.linspace(0.0, 2.0, 9)
+
+    def final(lam, adjoint):
+        sol = dfx.diffeqsolve(
+            dfx.ODETerm(vf_positive),
+            so.NonFiniteGuard(dfx.Heun()),
+            0.0,
+            2.0,
+            None,
+            jnp.array([1.0]),
+            args=(lam, jnp.asarray(jnp.inf)),
+            saveat=dfx.SaveAt(t1=True),
+            stepsize_controller=so.SafeStepTo(grid),
+            adjoint=adjoint,
+            max_steps=64,
+            throw=False,
+        )
+        return sol.ys[-1, 0], sol.stats["num_steps"]
+
+    lam = jnp.asarray(LAM)
+    (y_nested, steps), (y_default, _) = (
+        final(lam, a) for a in (so.Checkpointing(levels=(2, 4)), so.Checkpointing())
+    )
+    assert int(steps) == 48 and float(y_nested) == float(y_default)
+    grads = [
+        jax.grad(lambda lam, a=a: final(lam, a)[0])(lam)
+        for a in (so.Checkpointing(levels=(2, 4)), so.Checkpointing())
+    ]
+    assert np.isfinite(float(grads[0])) and float(grads[0]) != 0.0
+    np.testing.assert_allclose(float(grads[0]), float(grads[1]), rtol=1e-13)
+
+
 def test_safe_step_to_is_step_to_when_finite():
     a = _heun_grid(vf_state, 0.01)
     b = _heun_grid(vf_state, 0.01, controller_cls=dfx.StepTo)
