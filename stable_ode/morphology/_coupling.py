@@ -96,7 +96,14 @@ class NoCoupling(AbstractCoupling):
     """Isolated compartments (point neurons): `L = 0`.
 
     The voltage system is diagonal, solved by one division per compartment
-    (`lx.DiagonalLinearOperator` + `lx.Diagonal()`) instead of a LAPACK call.
+    (`lx.DiagonalLinearOperator` + `lx.Diagonal(well_posed=True)`) instead of a
+    LAPACK call, without lineax's check for near-zero entries (a reduction over all
+    compartments, per step): the diagonal is `cm/(θ·dt)` plus the linearised
+    membrane conductance, positive for every built-in mechanism. Should a user
+    mechanism's negative slope conductance cancel it, the division gives a huge
+    or non-finite voltage (a non-finite one is rejected and retried with a
+    shorter step, i.e. a larger `cm/(θ·dt)`); lineax's check would instead have
+    set that compartment's update to zero without a word.
     """
 
     ncomp: int = eqx.field(static=True)
@@ -119,7 +126,7 @@ class NoCoupling(AbstractCoupling):
         return x
 
     def default_solver(self):
-        return lx.Diagonal()
+        return lx.Diagonal(well_posed=True)
 
 
 class DenseCoupling(AbstractCoupling):
