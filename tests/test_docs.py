@@ -5,7 +5,6 @@ link or anchor, page missing from the nav, unresolved API cross-reference and
 docstring that mkdocstrings cannot render into a failure.
 """
 
-import importlib.util
 import inspect
 import os
 import pathlib
@@ -19,11 +18,6 @@ import stable_ode
 
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("mkdocs") is None,
-    reason="mkdocs is not installed (pip install -e '.[docs]' or '.[test]')",
-)
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,9 @@ rates changes the answer.
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from neuron_reference import run_neuron
 
 import stable_ode as so
-
-
-pytest.importorskip("neuron")
-from neuron_reference import run_neuron  # noqa: E402
 
 
 @pytest.mark.neuron

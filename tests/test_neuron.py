@@ -68,7 +68,6 @@ from neuron_reference import run_neuron
 import stable_ode as so
 
 
-pytest.importorskip("neuron")
 pytestmark = pytest.mark.neuron
 
 

@@ -455,7 +455,6 @@ def test_branched_gradient_matches_finite_differences():
 
 @pytest.mark.neuron
 def test_branched_cell_against_neuron():
-    pytest.importorskip("neuron")
     from neuron_reference import run_neuron
 
     cell = branched_cell()
