@@ -82,13 +82,10 @@ import subprocess
 import sys
 import time
 
+from .forward import _dtype  # no JAX import at module level
+
 
 DT = 0.025  # ms
-V_INIT, CELSIUS = -65.0, 6.3  # mV, °C
-AMPLITUDE, DELAY, DURATION = 0.1, 5.0, 40.0  # nA, ms, ms
-CELL_SIZE = 20.0  # µm: length = diameter of a point neuron / batch compartment
-GMAX = 5e-4  # µS
-N_STIM = 10  # stimulated cells of the network
 KINDS = ("cable", "batch", "network", "cable-grad", "network-grad")
 JAXLEY_KINDS = ("cable", "cable-grad", "network")
 
@@ -147,47 +144,19 @@ class Spec:
 # Model builders (the worker side: these import JAX).
 
 
-def _dtype(name: str):
-    import jax.numpy as jnp
-
-    return {"float32": jnp.float32, "float64": jnp.float64}[name]
-
-
 def build_cable(n: int, dtype):
-    """The HH cable of `benchmarks/forward.py` with `n` compartments."""
-    import stable_ode as so
+    """The HH cable of `benchmarks/forward.py` with `n` compartments (recordings
+    `r0`, `r1` at its ends)."""
+    from .forward import build_ours, CABLE
 
-    cell = so.Cell(
-        "cell",
-        [so.Section("sec", 1000.0, 2.0, n)],
-        [so.Insert(so.HH())],
-        axial_resistivity=100.0,
-        capacitance=1.0,
-    )
-    stim = so.StepCurrent(so.Site("cell", "sec", 0.0), AMPLITUDE, DELAY, DURATION)
-    recs = [
-        so.Recording("r0", so.Site("cell", "sec", 0.0)),
-        so.Recording("r1", so.Site("cell", "sec", 1.0)),
-    ]
-    return so.build([cell], [stim], recs, celsius=CELSIUS, v_init=V_INIT, dtype=dtype)
+    return build_ours(dataclasses.replace(CABLE, n_compartments=n), dtype)
 
 
 def build_compartment(dtype):
-    """One HH compartment (20 µm × 20 µm) with a step current into it."""
-    import stable_ode as so
+    """The HH compartment of `benchmarks/forward.py` (recording `r0`)."""
+    from .forward import build_ours, COMPARTMENT
 
-    cell = so.Cell(
-        "c", [so.Section("soma", CELL_SIZE, CELL_SIZE, 1)], [so.Insert(so.HH())]
-    )
-    site = so.Site("c", "soma", 0.5)
-    return so.build(
-        [cell],
-        [so.StepCurrent(site, AMPLITUDE, DELAY, DURATION)],
-        [so.Recording("v", site)],
-        celsius=CELSIUS,
-        v_init=V_INIT,
-        dtype=dtype,
-    )
+    return build_ours(COMPARTMENT, dtype)
 
 
 def network_pairs(n_cells: int, syn_per_cell: int, seed: int = 0):
@@ -212,27 +181,13 @@ def network_pairs(n_cells: int, syn_per_cell: int, seed: int = 0):
 
 
 def build_network(n_cells: int, syn_per_cell: int, dtype):
-    """`n_cells` HH point neurons and `n_cells · syn_per_cell` graded synapses."""
-    import stable_ode as so
+    """`benchmarks/network.py`'s network with `n_cells` HH point neurons and the
+    `n_cells · syn_per_cell` synapses of `network_pairs`, saving every cell's
+    voltage as one array (`"v"`)."""
+    from .network import build_ours
 
-    cells = [
-        so.Cell(
-            f"n{k}", [so.Section("soma", CELL_SIZE, CELL_SIZE, 1)], [so.Insert(so.HH())]
-        )
-        for k in range(n_cells)
-    ]
     pre, post = network_pairs(n_cells, syn_per_cell)
-    conn = so.Connections(so.IonotropicSynapse(gmax=GMAX), pre, post)
-    stims = [
-        so.StepCurrent(so.Site(f"n{k}", "soma", 0.5), AMPLITUDE, DELAY, DURATION)
-        for k in range(min(N_STIM, n_cells))
-    ]
-    # No recordings: `simulate` then saves the whole voltage vector, one array
-    # (one `Recording` per cell would save 1,000 scalars per step, which takes
-    # minutes to compile).
-    return so.build(
-        cells, stims, [], [conn], celsius=CELSIUS, v_init=V_INIT, dtype=dtype
-    )
+    return build_ours(n_cells, pre.size, dtype, connections=(pre, post), record=False)
 
 
 def _jaxley_cable(spec: Spec):
@@ -245,38 +200,10 @@ def _jaxley_cable(spec: Spec):
 
 
 def _jaxley_network(spec: Spec, s_init: float):
-    import jaxley as jx
-    import numpy as np
-    from jaxley.channels import HH
-    from jaxley.synapses import IonotropicSynapse
+    from .network import build_jaxley
 
-    n = spec.cells
-    cell = jx.Cell(jx.Branch(jx.Compartment(), 1), parents=[-1])
-    net = jx.Network([cell for _ in range(n)])
-    pre, post = network_pairs(n, spec.syn_per_cell)
-    matrix = np.zeros((n, n), dtype=bool)
-    matrix[pre, post] = True
-    jx.connectivity_matrix_connect(
-        net.cell("all"), net.cell("all"), IonotropicSynapse(), matrix
-    )
-    net.set("length", CELL_SIZE)
-    net.set("radius", CELL_SIZE / 2)
-    net.set("capacitance", 1.0)
-    net.insert(HH())
-    net.set("v", V_INIT)
-    net.init_states()
-    net.IonotropicSynapse.set("IonotropicSynapse_gS", GMAX)
-    net.IonotropicSynapse.set("IonotropicSynapse_s", s_init)
-    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, spec.t_max)
-    for k in range(min(N_STIM, n)):
-        net.cell(k).branch(0).comp(0).stimulate(current, verbose=False)
-    for k in range(n):
-        net.cell(k).branch(0).comp(0).record("v", verbose=False)
-    return net
-
-
-# ----------------------------------------------------------------------------
-# Cases: each returns (function to jit, its arguments, check of its output).
+    pre, post = network_pairs(spec.cells, spec.syn_per_cell)
+    return build_jaxley(s_init, spec.cells, pre.size, spec.t_max, (pre, post))
 
 
 def _spikes(v) -> int:
@@ -349,7 +276,7 @@ def _case_ours(spec: Spec):
 
         def one(amp, m):
             m = eqx.tree_at(lambda m: m.stimuli.step_amplitude, m, jnp.full(1, amp))
-            return so.simulate(m, t_max, DT, solver=solver).recordings["v"]
+            return so.simulate(m, t_max, DT, solver=solver).recordings["r0"]
 
         amps = jnp.linspace(0.0, 0.5, spec.batch, dtype=dtype)
         if spec.shard and jax.device_count() > 1:

@@ -44,22 +44,32 @@ def pairs(n_cells: int, n_syn: int, seed: int = 0) -> tuple[np.ndarray, np.ndarr
     return pre, post
 
 
-def build_ours(n_cells: int, n_syn: int, dtype):
-    """The stable_ode network (cell `k` is compartment `k`)."""
+def build_ours(
+    n_cells: int,
+    n_syn: int,
+    dtype,
+    connections: tuple[np.ndarray, np.ndarray] | None = None,
+    record: bool = True,
+):
+    """The stable_ode network (cell `k` is compartment `k`): synapses between
+    `connections = (pre, post)` cell indices (default `pairs(n_cells, n_syn)`); a
+    recording `n{k}` of every cell, or none with `record=False` (`simulate` then
+    returns every compartment's voltage as `"v"`)."""
     import stable_ode as so
 
     cells = [
         so.Cell(f"n{k}", [so.Section("soma", SIZE, SIZE, 1)], [so.Insert(so.HH())])
         for k in range(n_cells)
     ]
-    pre, post = pairs(n_cells, n_syn)
+    pre, post = pairs(n_cells, n_syn) if connections is None else connections
     conn = so.Connections(so.IonotropicSynapse(gmax=GMAX), pre, post)
     stims = [
         so.StepCurrent(so.Site(f"n{k}", "soma", 0.5), AMPLITUDE, DELAY, DURATION)
         for k in range(min(N_STIM, n_cells))
     ]
     recs = [
-        so.Recording(f"n{k}", so.Site(f"n{k}", "soma", 0.5)) for k in range(n_cells)
+        so.Recording(f"n{k}", so.Site(f"n{k}", "soma", 0.5))
+        for k in range(n_cells if record else 0)
     ]
     return so.build(
         cells, stims, recs, [conn], celsius=CELSIUS, v_init=V_INIT, dtype=dtype
@@ -67,9 +77,14 @@ def build_ours(n_cells: int, n_syn: int, dtype):
 
 
 def build_jaxley(
-    s_init: float, n_cells: int = N_CELLS, n_syn: int = N_SYN, t_max: float = T_MAX
+    s_init: float,
+    n_cells: int = N_CELLS,
+    n_syn: int = N_SYN,
+    t_max: float = T_MAX,
+    connections: tuple[np.ndarray, np.ndarray] | None = None,
 ):
-    """The Jaxley network (dtype follows JAX's x64 flag)."""
+    """The Jaxley network of `build_ours` (dtype follows JAX's x64 flag), every
+    cell recorded."""
     import jaxley as jx
     from jaxley.channels import HH
     from jaxley.synapses import IonotropicSynapse
@@ -77,7 +92,7 @@ def build_jaxley(
     comp = jx.Compartment()
     cell = jx.Cell(jx.Branch(comp, 1), parents=[-1])
     net = jx.Network([cell for _ in range(n_cells)])
-    pre, post = pairs(n_cells, n_syn)
+    pre, post = pairs(n_cells, n_syn) if connections is None else connections
     # One compartment per cell: node index = cell index. One `connect` for all
     # synapses (pairwise, in order): a `connect` per synapse took ~50 s of pandas
     # work for 1,000 synapses.
