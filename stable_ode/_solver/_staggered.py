@@ -40,7 +40,7 @@ def kinetics(model, v):
 
 def _relax(kinetics, states, dt):
     return group_states(
-        {k: x[k] + (kin[k].inf - x[k]) * -jnp.expm1(-kin[k].rate * dt) for k in x}
+        {k: x[k] + (kin[k].inf - x[k]) * (1 - jnp.exp(-kin[k].rate * dt)) for k in x}
         for kin, x in zip(kinetics, states)
     )
 
@@ -49,8 +49,11 @@ def relax(kin, y: State, dt, v) -> State:
     """Exact update of every gate and synapse state over `dt` for frozen kinetics
     `kin`, with the voltage set to `v`.
 
-    `x1 = x0 + (inf - x0)·(1 - exp(-rate·dt))`, computed with `expm1`: finite for
-    every finite rate ≥ 0 and dt > 0 (no `inf·0`, no `0/0`).
+    `x1 = x0 + (inf - x0)·(1 - exp(-rate·dt))`: finite for every finite rate ≥ 0
+    and dt > 0 (no `inf·0`, no `0/0`), and a convex combination of `x0` and `inf`.
+    As in NEURON's `cnexp`, `1 - exp(-z)` and not `-expm1(-z)`: the absolute
+    error of `x1` is still a rounding of `|inf - x0|`, and XLA:CPU vectorises
+    `exp` but not `expm1` in float32 (measured: 10× slower on 100 compartments).
     """
     return State(
         v=v, gates=_relax(kin[0], y.gates, dt), synapses=_relax(kin[1], y.synapses, dt)
