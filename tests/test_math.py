@@ -107,6 +107,32 @@ def test_safe_exp(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_safe_exp_continuation(dtype):
+    """Above the bound: exp(b)·(1 + log(1 + u)) to float32 precision (the
+    float64 logarithm goes through a float32 one), non-decreasing across powers
+    of two and over the whole range, with the exact derivative exp(b)/(1 + u)."""
+    b = np.asarray(so.exp_bound(dtype), dtype)
+    fmax = float(np.finfo(dtype).max)
+    twos = 2.0 ** np.arange(-30, 127)
+    u = np.sort(
+        np.concatenate(
+            [twos, np.nextafter(twos, 0), np.nextafter(twos, np.inf)]
+            + [np.geomspace(1e-6, fmax / 2, 2000)]
+        ).astype(dtype)
+    )
+    x = (b + u).astype(dtype)
+    x = x[x > b]
+    v, g = jax.vmap(jax.value_and_grad(so.safe_exp))(jnp.asarray(x))
+    v, g = np.asarray(v, np.float64), np.asarray(g, np.float64)
+    eb = np.exp(np.float64(b))
+    u64 = x.astype(np.float64) - np.float64(b)
+    np.testing.assert_allclose(v, eb * (1 + np.log1p(u64)), rtol=2e-7)
+    np.testing.assert_allclose(g, eb / (1 + u64), rtol=1e-5)
+    assert np.all(np.diff(v) >= 0)
+    assert np.all(np.isfinite(v)) and np.all(g > 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_x_over_expm1_values_and_gradients(dtype):
     t = x_over_expm1_threshold(dtype)
     xs = _probe_points(t, dtype)
