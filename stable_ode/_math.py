@@ -44,45 +44,66 @@ def exp_bound(dtype) -> float:
     return float(np.log(np.finfo(dtype).max)) / 2 - float(np.log(_RATE_FACTOR_MARGIN))
 
 
-_LN2_F32 = float(np.log(np.float32(2.0)).astype(np.float32))
+_LN2 = float(np.log(2.0))
+# (unsigned type, mantissa bits, exponent bias) of the float dtypes `_log_continuation`
+# takes apart.
+_FLOAT_BITS = {
+    np.dtype(np.float32): (jnp.uint32, 23, 127),
+    np.dtype(np.float64): (jnp.uint64, 52, 1023),
+}
+
+
+def _split(y):
+    """`(exponent, t)` with `y = 2^exponent·(1 + t)`, `t` in [0, 1), for finite
+    `y >= 1` (read off the bits: no special values to handle there)."""
+    utype, nbits, bias = _FLOAT_BITS[np.dtype(y.dtype)]
+    bits = jax.lax.bitcast_convert_type(y, utype)
+    exponent = (bits >> nbits).astype(jnp.int32) - bias
+    mantissa = jax.lax.bitcast_convert_type(
+        (bits & utype((1 << nbits) - 1)) | utype(bias << nbits), y.dtype
+    )
+    return exponent.astype(y.dtype), mantissa - 1
+
+
+_Q = 1 - _LN2  # the quadratic's coefficient: t·(1 - Q·t) is ln 2 at t = 1
 
 
 @jax.custom_jvp
-def _log_1p(u):
-    # log(1 + u) for u >= 0, to float32 precision. XLA:CPU's float64 `log` (and
-    # `log1p` in both dtypes) is not vectorised: on 100 compartments it costs
-    # about 3 exponentials. In float64 the argument is split into its binary
-    # exponent and a mantissa in [1, 2) whose log is taken in float32; 1 + u is
-    # finite and >= 1 here, so no special values. Exactly 0 at u = 0, continuous
-    # at powers of 2 (log_f32(2) is the constant the exponent is scaled by).
-    if u.dtype != jnp.float64:
+def _log_continuation(u):
+    """`L(1 + u)` for `u >= 0`: a piecewise-quadratic logarithm, exact at powers
+    of two. With `1 + u = 2^e·(1 + t)`: `L = e·ln 2 + t·(1 - (1 - ln 2)·t)`.
+    `L(1) = 0`, slope 1 there, continuous and increasing, `log ≤ L ≤ log + 0.0197`.
+    """
+    if np.dtype(u.dtype) not in _FLOAT_BITS:
         return jnp.log(1 + u)
-    bits = jax.lax.bitcast_convert_type(1 + u, jnp.uint64)
-    exponent = (bits >> 52).astype(jnp.int32) - 1023
-    mantissa = jax.lax.bitcast_convert_type(
-        (bits & jnp.uint64((1 << 52) - 1)) | jnp.uint64(1023 << 52), jnp.float64
-    )
-    return jnp.log(mantissa.astype(jnp.float32)).astype(u.dtype) + exponent.astype(
-        u.dtype
-    ) * jnp.asarray(_LN2_F32, u.dtype)
+    e, t = _split(1 + u)
+    return e * _LN2 + t * (1 - _Q * t)
 
 
-@_log_1p.defjvp
-def _log_1p_jvp(primals, tangents):
+@_log_continuation.defjvp
+def _log_continuation_jvp(primals, tangents):
     (u,), (du,) = primals, tangents
-    return _log_1p(u), du / (1 + u)
+    if np.dtype(u.dtype) not in _FLOAT_BITS:
+        return jnp.log(1 + u), du / (1 + u)
+    y = 1 + u
+    e, t = _split(y)
+    # dL/du = (1 - 2·Q·t)·2^-e, with 2^-e = (1 + t)/y: at least 0.38/y.
+    return e * _LN2 + t * (1 - _Q * t), du * (1 - 2 * _Q * t) * (1 + t) / y
 
 
 def safe_exp(x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
     """`exp(x)`, exact for `x <= exp_bound(dtype)` and finite above it.
 
-    Above the bound `b` it continues as `exp(b)·(1 + log(1 + x - b))`: continuous,
-    continuously differentiable at `b`, increasing, and never overflowing (at most
-    `exp(b)·(1 + log(finfo.max))`), with a finite, non-zero gradient for every
+    Above the bound `b` it continues as `exp(b)·(1 + L(1 + x - b))`, where `L` is a
+    logarithm interpolated by quadratics between powers of two (exact at them,
+    `L(1) = 0` with slope 1, at most 0.0197 above `log`): continuous, continuously
+    differentiable at `b`, increasing, and never overflowing (at most
+    `exp(b)·(1.02 + log(finfo.max))`), with a finite, non-zero gradient for every
     finite `x` (so an optimiser still sees the direction). Gradients are NaN-free
-    for every finite input (the "double where" pattern). The continuation's
-    logarithm is evaluated to float32 precision in either dtype (it bounds the
-    value; it is not meant to be accurate), its derivative `1/(1 + x - b)` exactly.
+    for every finite input (the "double where" pattern). `L` rather than `log`:
+    the continuation only has to bound the value, and XLA:CPU does not vectorise
+    float64 `log` (measured: `safe_exp` on 100 compartments costs 1.3× `exp` with
+    `L`, 2.2× with `log`).
 
     **Arguments:** `x`: any floating array (integers become the default float).
 
@@ -93,7 +114,7 @@ def safe_exp(x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
     above = x > b
     e = jnp.exp(jnp.where(above, b, x))
     excess = jnp.where(above, x - b, jnp.zeros_like(x))
-    return jnp.where(above, e * (1 + _log_1p(excess)), e)
+    return jnp.where(above, e * (1 + _log_continuation(excess)), e)
 
 
 def x_over_expm1_threshold(dtype) -> float:
