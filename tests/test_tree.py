@@ -172,17 +172,17 @@ def test_tree_plan_solve_matches_dense(case):
     def run(diag, off, b):
         def solve(diag, off, b, which):
             op = TreeLinearOperator(
-                diag, off, parent_j, schedule, plan if which == "plan" else None
+                diag, off, parent_j, schedule, None if which == "scan" else plan
             )
             if which == "dense":
                 return jnp.linalg.solve(op.as_matrix(), b)
-            return lx.linear_solve(op, b, TreeSolver()).value
+            return lx.linear_solve(op, b, TreeSolver(method=which)).value
 
         def loss(diag, off, b, which):
             return jnp.sum(w * jnp.tanh(solve(diag, off, b, which)))
 
         out = {}
-        for which in ("plan", "scan", "dense"):
+        for which in ("chains", "sequential", "scan", "dense"):
             out[which] = (
                 solve(diag, off, b, which),
                 jax.grad(loss, argnums=(0, 1, 2))(diag, off, b, which),
@@ -193,10 +193,10 @@ def test_tree_plan_solve_matches_dense(case):
         return out
 
     out = run(diag, off, b)
-    x, grads, tangent = out["plan"]
+    x, grads, tangent = out["chains"]
     op = TreeLinearOperator(diag, off, parent_j, schedule, plan)
     assert jnp.allclose(op.mv(x), b, rtol=1e-10, atol=1e-12)
-    for other in ("dense", "scan"):
+    for other in ("dense", "scan", "sequential"):
         x_o, grads_o, tangent_o = out[other]
         assert jnp.allclose(x, x_o, rtol=1e-10, atol=1e-12), other
         for g, g_o in zip(grads, grads_o, strict=True):
@@ -232,24 +232,48 @@ def test_tree_plan_solve_vmap_and_float32():
     _, off = random_operator(rng, parent)
     b = jnp.asarray(rng.normal(size=(3, 30)))
 
-    def solve(d, off, b):
-        op = TreeLinearOperator(d, off, jnp.asarray(parent), schedule, plan)
-        return lx.linear_solve(op, b, TreeSolver()).value
+    for method in ("chains", "sequential"):
 
-    x = jax.jit(jax.vmap(solve, in_axes=(0, None, 0)))(diags, off, b)
-    for k in range(3):
-        op = TreeLinearOperator(diags[k], off, jnp.asarray(parent), schedule)
-        assert jnp.allclose(x[k], jnp.linalg.solve(op.as_matrix(), b[k]), rtol=1e-10)
-    f32 = [a.astype(jnp.float32) for a in (diags[0], off, b[0])]
-    x32 = jax.jit(solve)(*f32)
-    assert x32.dtype == jnp.float32
-    assert jnp.allclose(x32.astype(jnp.float64), x[0], rtol=1e-4, atol=1e-5)
+        def solve(d, off, b, method=method):
+            op = TreeLinearOperator(d, off, jnp.asarray(parent), schedule, plan)
+            return lx.linear_solve(op, b, TreeSolver(method=method)).value
+
+        x = jax.jit(jax.vmap(solve, in_axes=(0, None, 0)))(diags, off, b)
+        for k in range(3):
+            op = TreeLinearOperator(diags[k], off, jnp.asarray(parent), schedule)
+            dense = jnp.linalg.solve(op.as_matrix(), b[k])
+            assert jnp.allclose(x[k], dense, rtol=1e-10), method
+        f32 = [a.astype(jnp.float32) for a in (diags[0], off, b[0])]
+        x32 = jax.jit(solve)(*f32)
+        assert x32.dtype == jnp.float32
+        assert jnp.allclose(x32.astype(jnp.float64), x[0], rtol=1e-4, atol=1e-5)
 
 
 def test_tree_solver_rejects_other_operators():
     op = lx.TridiagonalLinearOperator(jnp.ones(3), jnp.zeros(2), jnp.zeros(2))
     with pytest.raises(ValueError, match="TreeLinearOperator"):
         lx.linear_solve(op, jnp.ones(3), TreeSolver())
+
+
+def test_tree_solver_methods():
+    parent = star_of_paths(3, 4)
+    n = parent.shape[0]
+    schedule = jnp.asarray(hines_schedule(parent))
+    diag, off = random_operator(np.random.default_rng(5), parent)
+    no_plan = TreeLinearOperator(diag, off, jnp.asarray(parent), schedule)
+    for method in ("sequential", "chains"):
+        with pytest.raises(ValueError, match="needs the operator's plan"):
+            lx.linear_solve(no_plan, jnp.ones(n), TreeSolver(method=method))
+    with pytest.raises(ValueError, match="method must be one of"):
+        TreeSolver(method="thomas")
+    # "auto": sequential on the CPU up to the limit, chains above it, scan
+    # without a plan.
+    with_plan = TreeLinearOperator(
+        diag, off, jnp.asarray(parent), schedule, tree_plan(parent)
+    )
+    assert TreeSolver()._method(with_plan) == "sequential"
+    assert TreeSolver(sequential_limit=n - 1)._method(with_plan) == "chains"
+    assert TreeSolver()._method(no_plan) == "scan"
 
 
 # A small branched cell: soma with three dendrites; d1 has two children, one of them

@@ -148,6 +148,8 @@ class TreePlan(eqx.Module):
       as per-node children lists (`(chunks, m, k)`) and masks (`(chunks, m)`),
       or `reduced_schedule` (`hines_schedule`) for a scan when it is large.
     - `gather`: `(n,)` position of each node in `concat(chains.ravel(), seps)`.
+    - `order`: `(n,)` every node after all of its children (the order of the
+      sequential elimination, `TreeSolver(method="sequential")`).
     """
 
     node: Int[Array, "chains length"]
@@ -165,6 +167,7 @@ class TreePlan(eqx.Module):
     reduced_chunks: Array | None
     reduced_schedule: Int[Array, "chunks width"] | None
     gather: Int[Array, " n"]
+    order: Int[Array, " n"]
 
 
 def tree_plan(
@@ -186,7 +189,8 @@ def tree_plan(
     """
     parent = np.asarray(parent, dtype=np.int64)
     n = parent.shape[0]
-    hines_schedule(parent)  # rejects cycles with a clear error
+    full = hines_schedule(parent)  # rejects cycles with a clear error
+    order = full.ravel()[full.ravel() < n]  # children before parents
     is_root = parent == np.arange(n)
     neighbours: list[list[int]] = [[] for _ in range(n)]
     for u in np.flatnonzero(~is_root):
@@ -317,6 +321,7 @@ def tree_plan(
         reduced_chunks=chunks,
         reduced_schedule=reduced_schedule,
         gather=as_int(gather),
+        order=as_int(order),
     )
 
 
@@ -356,6 +361,38 @@ def _hines_unrolled(diag, off, parent, rhs, children, chunks):
         mask = jnp.concatenate([mask, false])
         x = jnp.where(mask, (rhs - off * x[parent]) / diag, x)
     return x
+
+
+def _sequential_solve(order, parent, diag, off, rhs):
+    """Hines' elimination node by node, as NEURON does it: two `fori_loop`s over
+    `order` (children first), each iteration a few scalar reads and writes
+    (`dynamic_slice` / `dynamic_update_slice`, no scatter, so XLA:CPU compiles
+    each loop into one function)."""
+    (n,) = diag.shape
+    at = jax.lax.dynamic_index_in_dim
+    put = jax.lax.dynamic_update_index_in_dim
+
+    def eliminate(k, carry):
+        d, b = carry
+        i = order[k]
+        p = parent[i]
+        o = at(off, i, keepdims=False)
+        f = o / at(d, i, keepdims=False)
+        d = put(d, at(d, p, keepdims=False) - f * o, p, 0)
+        b = put(b, at(b, p, keepdims=False) - f * at(b, i, keepdims=False), p, 0)
+        return d, b
+
+    d, b = jax.lax.fori_loop(0, n, eliminate, (diag, rhs))
+
+    def substitute(k, x):
+        i = order[n - 1 - k]
+        xp = at(x, parent[i], keepdims=False)
+        value = (at(b, i, keepdims=False) - at(off, i, keepdims=False) * xp) / at(
+            d, i, keepdims=False
+        )
+        return put(x, value, i, 0)
+
+    return jax.lax.fori_loop(0, n, substitute, jnp.zeros_like(rhs))
 
 
 def _schur_solve(plan: TreePlan, diag, off, rhs):
@@ -494,30 +531,50 @@ def _(operator):
     return False
 
 
+_METHODS = ("auto", "sequential", "chains", "scan")
+
+
 class TreeSolver(lx.AbstractLinearSolver):
     """Exact solver for `TreeLinearOperator`s (Gaussian elimination in tree order).
 
-    With the operator's `plan` (`tree_plan`; `TreeCoupling` always sets one): the
-    chains between branch points are solved together by one batched LAPACK
-    `gtsv` (`lax.linalg.tridiagonal_solve`, partial pivoting within each chain)
-    for the right-hand side and the two unit vectors at the chain's ends; their
-    Schur complement onto the separators is again a tree, eliminated by an
-    unrolled Hines sweep; a fused update recovers the chains. O(n) work (chains
-    padded to at most ~2n slots) and a fixed number of kernels per solve,
-    independent of the tree's depth.
+    Three algorithms, all exact and all O(n) work:
 
-    Without a plan: Hines' elimination from the leaves to the roots and the
-    back-substitution, each a `lax.scan` over the operator's chunks of
-    independent nodes (one gather, divide and scatter-add per chunk); `n_chunks`
-    sequential steps (at least the tree's depth).
+    - `"sequential"` (needs the operator's `plan`): Hines' elimination node by
+      node, leaves to roots, then the back-substitution, as NEURON does: two
+      `lax.fori_loop`s of a few scalar reads and writes per node. XLA:CPU
+      compiles each loop into one function, so a solve is two kernels, ~0.6 µs
+      for 127 nodes; on a GPU every iteration would be a kernel launch.
+    - `"chains"` (needs the `plan`, `tree_plan`; `TreeCoupling` always sets one):
+      the chains between branch points are solved together by one batched LAPACK
+      `gtsv` (`lax.linalg.tridiagonal_solve`, partial pivoting within each chain)
+      for the right-hand side and the two unit vectors at the chain's ends; their
+      Schur complement onto the separators is again a tree, eliminated by an
+      unrolled Hines sweep; a fused update recovers the chains. A fixed number
+      of kernels (≈ 45) per solve, independent of the tree's depth: for large
+      trees and for accelerators.
+    - `"scan"` (without a plan): Hines' elimination and the back-substitution,
+      each a `lax.scan` over the operator's chunks of independent nodes (one
+      gather, divide and scatter-add per chunk); `n_chunks` sequential steps.
 
-    Neither pivots across branch points: the matrix must be nonsingular with
+    `"auto"` (default): `"sequential"` on the CPU for at most `sequential_limit`
+    nodes, else `"chains"`; `"scan"` when the operator has no plan.
+
+    None pivots across branch points: the matrix must be nonsingular with
     nonzero pivots, as NEURON assumes — true for the voltage system, which is
     symmetric and diagonally dominant (compartments have capacitance).
 
     The operator is symmetric, so `transpose` is the identity on the state and the
     reverse mode of `lx.linear_solve` is one more tree solve.
     """
+
+    method: str = eqx.field(static=True, default="auto")
+    sequential_limit: int = eqx.field(static=True, default=4096)
+
+    def __check_init__(self):
+        if self.method not in _METHODS:
+            raise ValueError(
+                f"TreeSolver method must be one of {_METHODS}, got {self.method!r}"
+            )
 
     def init(self, operator: lx.AbstractLinearOperator, options: dict[str, Any]):
         del options
@@ -527,7 +584,22 @@ class TreeSolver(lx.AbstractLinearSolver):
                 f"{type(operator).__name__}; use `lx.Tridiagonal()` for "
                 f"`TridiagonalLinearOperator`s"
             )
+        if self.method in ("sequential", "chains") and operator.plan is None:
+            raise ValueError(
+                f"TreeSolver(method={self.method!r}) needs the operator's plan "
+                "(`TreeLinearOperator(..., plan=tree_plan(parent))`)"
+            )
         return operator
+
+    def _method(self, op: TreeLinearOperator) -> str:
+        if self.method != "auto":
+            return self.method
+        if op.plan is None:
+            return "scan"
+        (n,) = op.diagonal.shape
+        if n <= self.sequential_limit and jax.default_backend() == "cpu":
+            return "sequential"
+        return "chains"
 
     def compute(self, state: TreeLinearOperator, vector, options):
         del options
@@ -535,8 +607,13 @@ class TreeSolver(lx.AbstractLinearSolver):
         dtype = jnp.result_type(op.diagonal, vector)
         (n,) = op.diagonal.shape
         diag, off = op.diagonal.astype(dtype), op.off_diagonal.astype(dtype)
-        if op.plan is not None:
-            x = _schur_solve(op.plan, diag, off, vector.astype(dtype))
+        vector = vector.astype(dtype)
+        method = self._method(op)
+        if method == "sequential":
+            x = _sequential_solve(op.plan.order, op.parent, diag, off, vector)
+            return x, lx.RESULTS.successful, {}
+        if method == "chains":
+            x = _schur_solve(op.plan, diag, off, vector)
             return x, lx.RESULTS.successful, {}
         # Padding node `n`: diagonal 1, no coupling, its own parent.
         one, zero = jnp.ones((1,), dtype), jnp.zeros((1,), dtype)
@@ -544,7 +621,7 @@ class TreeSolver(lx.AbstractLinearSolver):
             jnp.concatenate([diag, one]),
             jnp.concatenate([off, zero]),
             jnp.concatenate([op.parent, jnp.full((1,), n, op.parent.dtype)]),
-            jnp.concatenate([vector.astype(dtype), zero]),
+            jnp.concatenate([vector, zero]),
             op.schedule,
         )
         return x[:n], lx.RESULTS.successful, {}
@@ -561,7 +638,8 @@ class TreeSolver(lx.AbstractLinearSolver):
 
 TreeSolver.__init__.__doc__ = """**Arguments:**
 
-Nothing.
+- `method`: `"auto"` (default), `"sequential"`, `"chains"` or `"scan"` (see above).
+- `sequential_limit`: the most nodes `"auto"` solves sequentially (default 4096).
 """
 
 
@@ -586,6 +664,12 @@ class TreeCoupling(AbstractCoupling):
       with the chunked scan.
     - `rows`: operator row of each compartment, shape `(ncomp,)`.
     - `is_junction`: whether each row is a junction node.
+    - `children`: `(n, k)` the children of each row, padded with `n`.
+    - `compartment`: `(n,)` the compartment at each row, `ncomp` for junctions.
+
+    Every per-step operation is a gather (`children`, `compartment`, `parent`),
+    never a scatter: XLA:CPU fuses gathers into the surrounding arithmetic, while
+    each scatter is a kernel of its own.
     """
 
     g: Float[Array, " n"]
@@ -594,16 +678,20 @@ class TreeCoupling(AbstractCoupling):
     plan: TreePlan | None
     rows: Int[Array, " ncomp"]
     is_junction: Array
+    children: Int[Array, "n k"]
+    compartment: Int[Array, " n"]
+
+    def _child_sum(self, x):
+        """`sum over the children c of row k of x[c]`, for each row `k`."""
+        return jnp.sum(jnp.concatenate([x, jnp.zeros((1,), x.dtype)])[self.children], 1)
 
     def _total(self):
         """Sum of the conductances at each row (S)."""
-        return self.g + jnp.zeros_like(self.g).at[self.parent].add(self.g)
+        return self.g + self._child_sum(self.g)
 
     def _neighbour_sum(self, u):
         """`sum_j g_kj u_j` for each row `k`."""
-        return self.g * u[self.parent] + jnp.zeros_like(u).at[self.parent].add(
-            self.g * u
-        )
+        return self.g * u[self.parent] + self._child_sum(self.g * u)
 
     def _junction_voltages(self, u):
         """Rows `u` with each junction set to the weighted mean of its neighbours."""
@@ -624,7 +712,7 @@ class TreeCoupling(AbstractCoupling):
             self.is_junction[self.parent], self.g**2 / gj[self.parent], 0
         )
         parent_side = jnp.where(self.is_junction, self.g**2 / gj, 0)
-        loss = child_side + jnp.zeros_like(total).at[self.parent].add(parent_side)
+        loss = child_side + self._child_sum(parent_side)
         return self.from_operator_order(total - loss)
 
     def operator(self, d, theta):
@@ -634,7 +722,7 @@ class TreeCoupling(AbstractCoupling):
         )
 
     def to_operator_order(self, x):
-        return jnp.zeros(self.g.shape, x.dtype).at[self.rows].set(x)
+        return jnp.concatenate([x, jnp.zeros((1,), x.dtype)])[self.compartment]
 
     def from_operator_order(self, x):
         return x[self.rows]
@@ -723,6 +811,13 @@ def tree_coupling(
     parent = row[parent_aug[order]]
     g = g_aug[order]
     schedule = hines_schedule(parent)
+    kids: list[list[int]] = [[] for _ in range(n)]
+    for k in range(n):
+        if parent[k] != k:
+            kids[parent[k]].append(k)
+    children = np.full((n, max([len(c) for c in kids] + [1])), n)
+    for k, c in enumerate(kids):
+        children[k, : len(c)] = c
     return TreeCoupling(
         g=jnp.asarray(g, dtype),
         parent=jnp.asarray(parent, jnp.int32),
@@ -730,4 +825,6 @@ def tree_coupling(
         plan=tree_plan(parent),
         rows=jnp.asarray(row[:n_compartments], jnp.int32),
         is_junction=jnp.asarray(order >= n_compartments),
+        children=jnp.asarray(children, jnp.int32),
+        compartment=jnp.asarray(np.minimum(order, n_compartments), jnp.int32),
     )
