@@ -35,7 +35,8 @@ class Simulation(eqx.Module):
       `successful`, a diffrax code, or `nonfinite_max_rejections` /
       `nonfinite_dt_min` when the step controller gave up on a non-finite step.
     - `solution`: the underlying `diffrax.Solution` (its `controller_state` holds
-      the controller's `StepStats`); `None` with `simulate(..., optimistic=True)`.
+      the controller's `StepStats`); `None` for fixed steps unless
+      `simulate(..., optimistic=False)`.
 
     After a failure (`throw=False`), the samples at `ts > stats["t_fail"]` hold
     the last good value; `valid` masks them out.
@@ -196,7 +197,7 @@ def simulate(
     max_steps: int | None = None,
     throw: bool = True,
     progress_meter: dfx.AbstractProgressMeter = dfx.NoProgressMeter(),
-    optimistic: bool = False,
+    optimistic: bool | None = None,
 ) -> Simulation:
     """Simulate `model` from `t0` to `t1` (ms). Non-finite steps are never accepted.
 
@@ -242,11 +243,16 @@ def simulate(
       run came out non-finite, run the safe solve (`SafeStepTo`) instead; the
       result is the safe solve's either way (the same steps when nothing is
       non-finite). Pays where the per-step overhead dominates: small models
-      (measured: one HH compartment ~5× faster on the CPU) and `vmap`ped batches
-      (the loop's control is no longer batched: ~2×). Costs: both loops are
-      compiled (compile time up to ~2×), a failing run is solved twice, and
-      `Simulation.solution` is `None`. Default `False`: use it where one compiled
-      function runs many times (training, parameter sweeps).
+      (measured: one HH compartment ~6× faster on the CPU) and `vmap`ped batches
+      (the loop's control is no longer batched: ~2.5×). Costs: both loops are
+      compiled (forward compile time ~1.3×), a failing run is solved twice, and
+      `Simulation.solution` is `None`. `False`: the safe solve only.
+      `None` (default): `True` for the result, while reverse-mode autodiff
+      (`jax.grad`, `jax.vjp`) goes through the safe solve alone (a
+      `custom_vjp`: the forward pass of a gradient is the safe solve, so a
+      gradient compiles one loop, as with `False`); with an adjoint that supports
+      forward mode (`diffrax.ForwardMode`, `diffrax.DirectAdjoint`, ...),
+      `False`, since a `custom_vjp` would block `jax.jvp`.
 
     **Returns:** a `Simulation`. When the solve cannot continue (`throw=False`),
     `result` says why (a `stable_ode.RESULTS` member), `stats["t_fail"]` is the
@@ -284,59 +290,27 @@ def simulate(
                 f"from {t0} to {t1} ms, got {controller.ts.shape[0]}"
             )
 
-        def safe_solve():
-            sol = dfx.diffeqsolve(
-                term,
-                solver,
-                grid[0],  # times in the model's dtype, as the grid (float32 models)
-                grid[-1],
-                None,
-                y0,
-                saveat=dfx.SaveAt(t0=True, steps=True, fn=fn, controller_state=True),
-                stepsize_controller=controller,
-                adjoint=adjoint,
-                max_steps=n + max(1000, n // 10) if max_steps is None else max_steps,
-                throw=False,
-                progress_meter=progress_meter,
-            )
-            # Saved steps include any sub-steps of non-finite retries; keep the
-            # grid times. After a failure, the last saved step (the last good
-            # state) is held. Without retries the saved steps are the grid: a
-            # strided slice, not a search (which, batched under `vmap`, costs more
-            # than the solve).
-            n_saved = sol.ts.shape[-1]
-            plain = jnp.arange(0, n + 1, every, dtype=jnp.int32)
-            plain = jnp.minimum(plain, n_saved - 1)
-
-            def search():
-                idx = jnp.searchsorted(sol.ts, ts, side="right") - 1
-                return idx.astype(jnp.int32)
-
-            retried = (sol.stats["num_rejected_steps"] > 0) | (
-                sol.stats["num_accepted_steps"] != n
-            )
-            idx = jax.lax.cond(eqxi.unvmap_any(retried), search, lambda: plain)
-            t_end = sol.ts[jnp.sum(jnp.isfinite(sol.ts)) - 1]
-            return sol, _split(sol.ys[idx], names), t_end
-
+        cfg = _Fixed(
+            solver=solver,
+            controller=controller,
+            grid=grid,
+            every=every,
+            adjoint=adjoint,
+            max_steps=n + max(1000, n // 10) if max_steps is None else max_steps,
+            progress_meter=progress_meter,
+            fn=fn,
+            names=names,
+        )
         ts = grid[::every]
-        if not optimistic:
-            sol, recordings, t_end = safe_solve()
+        if optimistic is None:
+            optimistic = "auto" if _reverse_only(adjoint) else False
+        if optimistic is False:
+            sol, recordings, t_end = _safe_solve((model, y0), cfg)
             stats, result = _stats(sol, t_end)
         else:
             sol = None
-            recordings, stats, result = _optimistic(
-                term,
-                solver,
-                grid,
-                y0,
-                fn,
-                names,
-                every,
-                adjoint,
-                progress_meter,
-                safe_solve,
-            )
+            run = _optimistic if optimistic is True else _optimistic_or_safe_vjp
+            recordings, stats, result = run((model, y0), cfg)
     else:
         n_save = _grid(t0, t1, save_dt, "save_dt")
         ts = t0 + save_dt * jnp.arange(n_save + 1, dtype=dtype)
@@ -408,28 +382,99 @@ def _fixed_types(stats: dict, dtype) -> dict:
     }
 
 
-def _optimistic(
-    term, solver, grid, y0, fn, names, every, adjoint, progress_meter, safe_solve
-):
+class _Fixed(eqx.Module):
+    """Everything but the model and initial state that a fixed-step solve uses."""
+
+    solver: dfx.AbstractSolver
+    controller: SafeStepTo
+    grid: Float[Array, " n"]
+    every: int = eqx.field(static=True)
+    adjoint: dfx.AbstractAdjoint
+    max_steps: int = eqx.field(static=True)
+    progress_meter: dfx.AbstractProgressMeter
+    fn: object = eqx.field(static=True)
+    names: list[str] | None = eqx.field(static=True)
+
+
+def _reverse_only(adjoint: dfx.AbstractAdjoint) -> bool:
+    """Whether `adjoint` supports reverse mode only (so that a `custom_vjp` around
+    the solve takes nothing away)."""
+    from ._adjoint import Checkpointing
+
+    return isinstance(adjoint, (dfx.RecursiveCheckpointAdjoint, Checkpointing))
+
+
+def _safe_solve(model_y0, cfg: _Fixed):
+    """The safe fixed-step solve (`SafeStepTo`): `(solution, recordings, t_end)`."""
+    model, y0 = model_y0
+    grid, every = cfg.grid, cfg.every
+    n = grid.shape[0] - 1
+    sol = dfx.diffeqsolve(
+        MembraneTerm(model),
+        cfg.solver,
+        grid[0],  # times in the model's dtype, as the grid (float32 models)
+        grid[-1],
+        None,
+        y0,
+        saveat=dfx.SaveAt(t0=True, steps=True, fn=cfg.fn, controller_state=True),
+        stepsize_controller=cfg.controller,
+        adjoint=cfg.adjoint,
+        max_steps=cfg.max_steps,
+        throw=False,
+        progress_meter=cfg.progress_meter,
+    )
+    # Saved steps include any sub-steps of non-finite retries; keep the grid
+    # times. After a failure, the last saved step (the last good state) is held.
+    # Without retries the saved steps are the grid: a strided slice, not a search
+    # (which, batched under `vmap`, costs more than the solve).
+    n_saved = sol.ts.shape[-1]
+    plain = jnp.arange(0, n + 1, every, dtype=jnp.int32)
+    plain = jnp.minimum(plain, n_saved - 1)
+
+    def search():
+        idx = jnp.searchsorted(sol.ts, grid[::every], side="right") - 1
+        return idx.astype(jnp.int32)
+
+    retried = (sol.stats["num_rejected_steps"] > 0) | (
+        sol.stats["num_accepted_steps"] != n
+    )
+    idx = jax.lax.cond(eqxi.unvmap_any(retried), search, lambda: plain)
+    t_end = sol.ts[jnp.sum(jnp.isfinite(sol.ts)) - 1]
+    return sol, _split(sol.ys[idx], cfg.names), t_end
+
+
+def _safe(model_y0, cfg: _Fixed):
+    """`_safe_solve` as `(recordings, stats, result)` with fixed stats dtypes."""
+    sol, recordings, t_end = _safe_solve(model_y0, cfg)
+    stats, result = _stats(sol, t_end)
+    return recordings, _fixed_types(stats, cfg.grid.dtype), result
+
+
+def _optimistic(model_y0, cfg: _Fixed):
     """Fixed steps run first with `diffrax.StepTo` (no per-step finiteness test or
-    retry bookkeeping); if anything in that run is non-finite, `safe_solve()`
+    retry bookkeeping); if anything in that run is non-finite, the safe solve
     instead. Returns `(recordings, stats, result)`."""
+    model, y0 = model_y0
+    grid = cfg.grid
     n = grid.shape[0] - 1
     fast = dfx.diffeqsolve(
-        term,
-        solver,
+        MembraneTerm(model),
+        cfg.solver,
         grid[0],
         grid[-1],
         None,
         y0,
         saveat=dfx.SaveAt(
-            subs=[dfx.SubSaveAt(t0=True, steps=True, fn=fn), dfx.SubSaveAt(t1=True)]
+            subs=[
+                dfx.SubSaveAt(t0=True, steps=True, fn=cfg.fn),
+                dfx.SubSaveAt(t1=True),
+            ]
         ),
         stepsize_controller=dfx.StepTo(grid),
-        adjoint=adjoint,
+        adjoint=cfg.adjoint,
         max_steps=n,
         throw=False,
-        progress_meter=progress_meter,
+        progress_meter=cfg.progress_meter,
     )
     saved, final = fast.ys
     # A NaN or inf stays in the state once it appears (it propagates through
@@ -446,17 +491,59 @@ def _optimistic(
             "min_dt": jnp.min(grid[1:] - grid[:-1]),
             "t_fail": jnp.inf,
         }
-        recordings = _split(saved[::every], names)
+        recordings = _split(saved[:: cfg.every], cfg.names)
         return recordings, _fixed_types(stats, dtype), RESULTS.promote(fast.result)
-
-    def take_safe():
-        sol, recordings, t_end = safe_solve()
-        stats, result = _stats(sol, t_end)
-        return recordings, _fixed_types(stats, dtype), result
 
     # `unvmap_all`: under `vmap` a real branch; one non-finite member sends the
     # whole batch down the safe path (each member's result is its own either way).
-    return jax.lax.cond(eqxi.unvmap_all(ok), take_fast, take_safe)
+    return jax.lax.cond(eqxi.unvmap_all(ok), take_fast, lambda: _safe(model_y0, cfg))
+
+
+_FLOAT_STATS = ("min_dt", "t_fail")
+
+
+def _safe_parts(dynamic, static, cfg):
+    """`_safe` split into its differentiable outputs (recordings, float stats) and
+    the rest (integer stats, result), for `jax.vjp(..., has_aux=True)`."""
+    recordings, stats, result = _safe(eqx.combine(dynamic, static), cfg)
+    floats = {k: stats[k] for k in _FLOAT_STATS}
+    ints = {k: v for k, v in stats.items() if k not in _FLOAT_STATS}
+    return (recordings, floats), (ints, result)
+
+
+@eqx.filter_custom_vjp
+def _optimistic_or_safe_vjp(model_y0, cfg: _Fixed):
+    """`_optimistic` for the value; reverse mode differentiates `_safe` alone (so
+    a gradient compiles and runs the safe loop only, as without `optimistic`)."""
+    return _optimistic(model_y0, cfg)
+
+
+@_optimistic_or_safe_vjp.def_fwd
+def _(perturbed, model_y0, cfg: _Fixed):
+    del perturbed
+    dynamic, static = eqx.partition(model_y0, eqx.is_inexact_array)
+    floats_out, vjp_fn, (ints, result) = jax.vjp(
+        lambda d: _safe_parts(d, static, cfg), dynamic, has_aux=True
+    )
+    recordings, floats = floats_out
+    return (recordings, {**ints, **floats}, result), (vjp_fn, floats_out)
+
+
+@_optimistic_or_safe_vjp.def_bwd
+def _(residuals, grad_obj, perturbed, model_y0, cfg: _Fixed):
+    del perturbed, model_y0, cfg
+    vjp_fn, floats_out = residuals
+    g_recordings, g_stats, _ = grad_obj
+    g_floats = {k: None if g_stats is None else g_stats[k] for k in _FLOAT_STATS}
+    # Outputs that were not differentiated come as `None`: zero cotangents.
+    cotangent = jax.tree_util.tree_map(
+        lambda g, x: jax.tree_util.tree_map(jnp.zeros_like, x) if g is None else g,
+        (g_recordings, g_floats),
+        floats_out,
+        is_leaf=lambda g: g is None,
+    )
+    (g_dynamic,) = vjp_fn(cotangent)
+    return g_dynamic
 
 
 def _bcast(mask, like):

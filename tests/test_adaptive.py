@@ -94,9 +94,11 @@ def test_failure_under_vmap_names_the_member():
 
 def test_optimistic_gives_the_safe_result():
     # `optimistic=True` runs a plain StepTo first and the safe solve only if that
-    # went non-finite: the same samples, result and failure time as the default, in
-    # a batch where member 2 goes non-finite (the whole batch takes the safe path)
-    # and where none does (the fast path); its gradient is the default's.
+    # went non-finite: the same samples, result and failure time as the safe
+    # solve alone (`False`), in a batch where member 2 goes non-finite (the whole
+    # batch takes the safe path) and where none does (the fast path); its gradient
+    # is the safe solve's. The same for the default (`None`: optimistic values,
+    # gradients through the safe solve alone by a custom_vjp).
     m = _fragile()
 
     def with_amplitude(a):
@@ -113,26 +115,58 @@ def test_optimistic_gives_the_safe_result():
         return jax.vmap(one)(amplitudes)
 
     for amplitudes in ([0.0, 0.01, 0.5], [0.0, 0.01]):
-        (v, code, stats), (v_opt, code_opt, stats_opt) = (
-            run(jnp.asarray(amplitudes), o) for o in (False, True)
-        )
-        assert np.array_equal(np.asarray(v), np.asarray(v_opt))
-        assert np.array_equal(np.asarray(code), np.asarray(code_opt))
-        for key in ("t_fail", "num_nonfinite_rejected", "num_accepted", "min_dt"):
-            assert np.array_equal(np.asarray(stats[key]), np.asarray(stats_opt[key]))
+        v, code, stats = run(jnp.asarray(amplitudes), False)
+        for optimistic in (True, None):
+            v_opt, code_opt, stats_opt = run(jnp.asarray(amplitudes), optimistic)
+            assert np.array_equal(np.asarray(v), np.asarray(v_opt))
+            assert np.array_equal(np.asarray(code), np.asarray(code_opt))
+            for key in ("t_fail", "num_nonfinite_rejected", "num_accepted", "min_dt"):
+                assert np.array_equal(
+                    np.asarray(stats[key]), np.asarray(stats_opt[key])
+                )
         failed = len(amplitudes) == 3  # member 2 goes non-finite
         assert (int(code[-1]) != 0) == failed
         assert (float(stats["t_fail"][-1]) < 3.0) == failed
 
-    def loss(g, optimistic):
-        mm = eqx.tree_at(lambda m: m.mechanisms[0].mechanism.g, with_amplitude(0.01), g)
-        sim = so.simulate(mm, 3.0, 0.025, optimistic=optimistic)
-        return jnp.mean(sim.recordings["soma"])
+    def loss(g, a, optimistic):
+        mm = eqx.tree_at(lambda m: m.mechanisms[0].mechanism.g, with_amplitude(a), g)
+        sim = so.simulate(mm, 3.0, 0.025, optimistic=optimistic, throw=False)
+        return jnp.mean(jnp.where(sim.valid, sim.recordings["soma"], 0.0))
 
     g = m.mechanisms[0].mechanism.g
-    grads = [jax.jit(jax.grad(loss), static_argnums=1)(g, o) for o in (False, True)]
-    assert np.allclose(np.asarray(grads[0]), np.asarray(grads[1]), rtol=1e-12)
-    assert np.all(np.asarray(grads[0]) != 0)
+    grad = jax.jit(jax.grad(loss), static_argnums=2)
+    # a = 0.5: the plain run goes non-finite; the safe solve stops cleanly.
+    for a in (0.01, 0.5):
+        grads = [grad(g, a, o) for o in (False, True, None)]
+        for other in grads[1:]:
+            assert np.allclose(np.asarray(grads[0]), np.asarray(other), rtol=1e-12)
+        assert np.all(np.isfinite(np.asarray(grads[0])))
+        assert np.all(np.asarray(grads[0]) != 0)
+    # The default's gradient holds the safe solve's loops only (as `False`), not
+    # also the plain run's (as `True`).
+    loops = {
+        o: str(jax.make_jaxpr(jax.grad(loss), static_argnums=2)(g, 0.01, o)).count(
+            "while["
+        )
+        for o in (False, True, None)
+    }
+    assert loops[None] == loops[False] < loops[True], loops
+
+
+def test_default_fixed_steps_keep_forward_mode():
+    # With an adjoint that supports forward mode the default is the safe solve
+    # alone (a custom_vjp would block jax.jvp), and jax.jvp works.
+    m = _fragile(0.01)
+
+    def v_end(g):
+        mm = eqx.tree_at(lambda m: m.mechanisms[0].mechanism.g, m, g)
+        sim = so.simulate(mm, 3.0, 0.025, adjoint=dfx.ForwardMode())
+        assert sim.solution is not None
+        return sim.recordings["soma"][-1]
+
+    g = m.mechanisms[0].mechanism.g
+    _, tangent = jax.jvp(v_end, (g,), (jnp.ones_like(g),))
+    assert np.all(np.isfinite(np.asarray(tangent))) and np.all(np.asarray(tangent) != 0)
 
 
 def test_fixed_default_matches_steps_and_rejects_fixed_controllers():
