@@ -27,10 +27,13 @@ numbers to rounding), our `CrankNicolson` against Jaxley's `crank_nicolson`
 start-up steps, Jaxley's is NEURON's `secondorder=2`-like half-step), and our
 `ExponentialEuler` against Jaxley's `bwd_euler` (Jaxley 0.14's `exp_euler`
 fails on a single compartment; its `bwd_euler` skips the linear solve there,
-so it is the same elementwise update). Rows `BackwardEuler+optimistic` (and
-the batch's `vmap of BackwardEuler+optimistic`) are `simulate(...,
-optimistic=True)`: a plain `diffrax.StepTo` run first, the safe solve only if
-that went non-finite (the same result; both loops compiled).
+so it is the same elementwise update). Rows without a suffix are `simulate`'s
+default (`optimistic=None`: a plain `diffrax.StepTo` run first, the safe solve
+only if that went non-finite; gradients through the safe solve alone). Rows
+`BackwardEuler+safe` (and the batch's `vmap of BackwardEuler+safe`) are
+`simulate(..., optimistic=False)`: the safe fixed-step loop (`SafeStepTo`, a
+finiteness test and retry bookkeeping at every step) alone, which was the
+default before 2026-11-30 (the optimistic rows were then `+optimistic`).
 
 Next to Jaxley, in the same interleaved timing: NEURON 9's fixed step
 (`benchmarks/_neuron.py`: `h.finitialize` + `h.continuerun`, `secondorder=0`
@@ -52,7 +55,7 @@ float64, recording `v` at every step.
 Jaxley and NEURON are benchmark-only dependencies: without them their columns
 are left out. x64 is a global JAX flag, and Jaxley picks its dtype from it, so
 each dtype runs in its own subprocess (`--dtype both`, the default, starts one
-per dtype). `--quick`: 3 timed calls, `BackwardEuler` (default and optimistic)
+per dtype). `--quick`: 3 timed calls, `BackwardEuler` (default and safe)
 only, adaptive on the
 compartment only; `--smoke`: 10 ms, 4-way batch, 1 call (a test). Each process
 appends its rows to `$BENCHMARKS_JSON` if set (`python -m benchmarks` does).
@@ -96,7 +99,7 @@ COMPARTMENT = Case(
     record_positions=(0.5,),
     solvers=(
         ("BackwardEuler", "bwd_euler"),
-        ("BackwardEuler+optimistic", "bwd_euler"),
+        ("BackwardEuler+safe", "bwd_euler"),
         ("CrankNicolson", "crank_nicolson"),
         ("ExponentialEuler", "bwd_euler"),
     ),
@@ -111,7 +114,7 @@ CABLE = Case(
     record_positions=(0.0, 1.0),
     solvers=(
         ("BackwardEuler", "bwd_euler"),
-        ("BackwardEuler+optimistic", "bwd_euler"),
+        ("BackwardEuler+safe", "bwd_euler"),
         ("CrankNicolson", "crank_nicolson"),
     ),
 )
@@ -276,10 +279,10 @@ def run_case(case: Case, dtype_name: str, repeats: int, solvers=None) -> list[di
     rows = []
     try:
         for ours_name, jaxley_solver in solvers or case.solvers:
-            # "Solver+optimistic": `simulate(..., optimistic=True)`
+            # "Solver+safe": `simulate(..., optimistic=False)` (the safe loop only)
             solver_name, *options = ours_name.split("+")
             solver = getattr(so, solver_name)()
-            optimistic = "optimistic" in options
+            optimistic = False if "safe" in options else None
 
             @jax.jit
             def ours(m, solver=solver, optimistic=optimistic):
@@ -328,7 +331,11 @@ GNA_RANGE = (0.08, 0.16)  # S/cm², the batch's gnabar values (evenly spaced)
 
 
 def run_batch(
-    case: Case, n_batch: int, dtype_name: str, repeats: int, optimistic: bool = False
+    case: Case,
+    n_batch: int,
+    dtype_name: str,
+    repeats: int,
+    optimistic: bool | None = None,
 ) -> dict:
     """`n_batch` copies of `case` with `gnabar` evenly spaced over `GNA_RANGE`, all
     at once: ours `jax.vmap` of `simulate` over `gnabar`, Jaxley `jax.vmap` of
@@ -416,7 +423,7 @@ def run_batch(
     try:
         return compare(
             f"{n_batch}× {case.name}, vmap over gNa", dtype_name,
-            "vmap of BackwardEuler" + "+optimistic" * optimistic, ours,
+            "vmap of BackwardEuler" + "+safe" * (optimistic is False), ours,
             (model, jnp.asarray(gna, dtype)),
             jaxley, neuron, repeats,
         )  # fmt: skip
@@ -633,7 +640,7 @@ def run_dtype(dtype_name: str, mode: str, profile: bool) -> None:
         rows += run_case(case, dtype_name, repeats, solvers)
     rows.append(run_batch(*p["batch"], dtype_name, repeats))
     if mode != "smoke":
-        rows.append(run_batch(*p["batch"], dtype_name, repeats, optimistic=True))
+        rows.append(run_batch(*p["batch"], dtype_name, repeats, optimistic=False))
     print_rows(rows)
     emit("forward", rows)
     adaptive = []
