@@ -9,6 +9,7 @@ import numpy as np
 from diffrax._root_finder import use_stepsize_tol
 from jaxtyping import Array, Bool, Float
 
+from ._adjoint import Checkpointing
 from ._controller import NonFiniteRejecting, SafeStepTo
 from ._controller._bookkeeping import tree_all_finite
 from ._model import MembraneModel, State
@@ -299,7 +300,7 @@ def simulate(
             max_steps=n + max(1000, n // 10) if max_steps is None else max_steps,
             progress_meter=progress_meter,
             fn=fn,
-            names=names,
+            names=None if names is None else tuple(names),
         )
         ts = grid[::every]
         if optimistic is None:
@@ -393,14 +394,12 @@ class _Fixed(eqx.Module):
     max_steps: int = eqx.field(static=True)
     progress_meter: dfx.AbstractProgressMeter
     fn: object = eqx.field(static=True)
-    names: list[str] | None = eqx.field(static=True)
+    names: tuple[str, ...] | None = eqx.field(static=True)
 
 
 def _reverse_only(adjoint: dfx.AbstractAdjoint) -> bool:
     """Whether `adjoint` supports reverse mode only (so that a `custom_vjp` around
     the solve takes nothing away)."""
-    from ._adjoint import Checkpointing
-
     return isinstance(adjoint, (dfx.RecursiveCheckpointAdjoint, Checkpointing))
 
 
