@@ -525,20 +525,28 @@ def _(perturbed, model_y0, cfg: _Fixed):
         lambda d: _safe_parts(d, static, cfg), dynamic, has_aux=True
     )
     recordings, floats = floats_out
-    return (recordings, {**ints, **floats}, result), (vjp_fn, floats_out)
+    return (recordings, {**ints, **floats}, result), vjp_fn
 
 
 @_optimistic_or_safe_vjp.def_bwd
-def _(residuals, grad_obj, perturbed, model_y0, cfg: _Fixed):
-    del perturbed, model_y0, cfg
-    vjp_fn, floats_out = residuals
+def _(vjp_fn, grad_obj, perturbed, model_y0, cfg: _Fixed):
+    del perturbed
     g_recordings, g_stats, _ = grad_obj
     g_floats = {k: None if g_stats is None else g_stats[k] for k in _FLOAT_STATS}
-    # Outputs that were not differentiated come as `None`: zero cotangents.
+    # Outputs that were not differentiated come as `None`: zero cotangents, made
+    # from the known output shapes (not kept from the forward pass).
+    model, _ = model_y0
+    dtype = cfg.grid.dtype
+    n_save = cfg.grid[:: cfg.every].shape[0]
+    if cfg.names is None:
+        zero_recordings = {"v": jnp.zeros((n_save, model.n_compartments), dtype)}
+    else:
+        zero_recordings = {k: jnp.zeros((n_save,), dtype) for k in cfg.names}
+    zeros = (zero_recordings, {k: jnp.zeros((), dtype) for k in _FLOAT_STATS})
     cotangent = jax.tree_util.tree_map(
-        lambda g, x: jax.tree_util.tree_map(jnp.zeros_like, x) if g is None else g,
+        lambda g, zero: zero if g is None else g,
         (g_recordings, g_floats),
-        floats_out,
+        zeros,
         is_leaf=lambda g: g is None,
     )
     (g_dynamic,) = vjp_fn(cotangent)

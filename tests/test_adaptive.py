@@ -153,6 +153,27 @@ def test_optimistic_gives_the_safe_result():
     assert loops[None] == loops[False] < loops[True], loops
 
 
+def test_default_gradient_with_outputs_left_out():
+    # The default's custom_vjp gets no cotangent for outputs a loss does not use
+    # (one of two recordings, the float statistics): its gradient is still the
+    # safe solve's, and the loss on the float statistics alone gives zero.
+    m = hh_cable(n=4, length=80.0)
+
+    def loss(gnabar, optimistic, what):
+        mm = eqx.tree_at(lambda m: m.mechanisms[0].mechanism.gnabar, m, gnabar)
+        sim = so.simulate(mm, 2.0, 0.025, optimistic=optimistic)
+        if what == "end":
+            return jnp.sum(sim.recordings["end"] ** 2)
+        return jnp.where(jnp.isfinite(sim.stats["t_fail"]), 1.0, 0.0)
+
+    gnabar = m.mechanisms[0].mechanism.gnabar
+    grad = jax.jit(jax.grad(loss), static_argnums=(1, 2))
+    safe, default = (grad(gnabar, o, "end") for o in (False, None))
+    np.testing.assert_allclose(np.asarray(default), np.asarray(safe), rtol=1e-12)
+    assert np.all(np.asarray(safe) != 0)
+    assert np.all(np.asarray(grad(gnabar, None, "stats")) == 0)
+
+
 def test_default_fixed_steps_keep_forward_mode():
     # With an adjoint that supports forward mode the default is the safe solve
     # alone (a custom_vjp would block jax.jvp), and jax.jvp works.
