@@ -68,27 +68,32 @@ def _split(y):
 _Q = 1 - _LN2  # the quadratic's coefficient: t·(1 - Q·t) is ln 2 at t = 1
 
 
+def _log_and_slope(u):
+    """`L(1 + u)` for `u >= 0`, and its derivative as `(numerator, 1 + u)`: a
+    piecewise-quadratic logarithm, exact at powers of two. With
+    `1 + u = 2^e·(1 + t)`: `L = e·ln 2 + t·(1 - (1 - ln 2)·t)`. `L(1) = 0`, slope
+    1 there, continuous and increasing, `log ≤ L ≤ log + 0.0197`. (`log` itself
+    for other dtypes.)"""
+    y = 1 + u
+    if np.dtype(u.dtype) not in _FLOAT_BITS:
+        return jnp.log(y), jnp.ones_like(y), y
+    e, t = _split(y)
+    # dL/du = (1 - 2·Q·t)·2^-e, with 2^-e = (1 + t)/y: at least 0.38/y.
+    return e * _LN2 + t * (1 - _Q * t), (1 - 2 * _Q * t) * (1 + t), y
+
+
 @jax.custom_jvp
 def _log_continuation(u):
-    """`L(1 + u)` for `u >= 0`: a piecewise-quadratic logarithm, exact at powers
-    of two. With `1 + u = 2^e·(1 + t)`: `L = e·ln 2 + t·(1 - (1 - ln 2)·t)`.
-    `L(1) = 0`, slope 1 there, continuous and increasing, `log ≤ L ≤ log + 0.0197`.
-    """
-    if np.dtype(u.dtype) not in _FLOAT_BITS:
-        return jnp.log(1 + u)
-    e, t = _split(1 + u)
-    return e * _LN2 + t * (1 - _Q * t)
+    """`L(1 + u)` (`_log_and_slope`), differentiable."""
+    return _log_and_slope(u)[0]
 
 
 @_log_continuation.defjvp
 def _log_continuation_jvp(primals, tangents):
     (u,), (du,) = primals, tangents
-    if np.dtype(u.dtype) not in _FLOAT_BITS:
-        return jnp.log(1 + u), du / (1 + u)
-    y = 1 + u
-    e, t = _split(y)
-    # dL/du = (1 - 2·Q·t)·2^-e, with 2^-e = (1 + t)/y: at least 0.38/y.
-    return e * _LN2 + t * (1 - _Q * t), du * (1 - 2 * _Q * t) * (1 + t) / y
+    value, numerator, y = _log_and_slope(u)
+    # Divide last: `1/y` alone is subnormal (flushed to 0) for `y` near finfo.max.
+    return value, du * numerator / y
 
 
 def safe_exp(x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
@@ -102,8 +107,8 @@ def safe_exp(x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
     finite `x` (so an optimiser still sees the direction). Gradients are NaN-free
     for every finite input (the "double where" pattern). `L` rather than `log`:
     the continuation only has to bound the value, and XLA:CPU does not vectorise
-    float64 `log` (measured: `safe_exp` on 100 compartments costs 1.3× `exp` with
-    `L`, 2.2× with `log`).
+    float64 `log` (measured: `safe_exp` on 100 compartments costs 1.4× `exp` with
+    `L`, 3.6× with float64 `log`).
 
     **Arguments:** `x`: any floating array (integers become the default float).
 
@@ -170,7 +175,7 @@ def x_over_expm1(x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
     xs = jnp.where(small, one, x)
     pos = xs > 0
     # One exponential for both signs (XLA:CPU's `expm1` is not vectorised in
-    # float32: measured 13× the cost of `exp` on 100 compartments).
+    # float32: measured ~15× the cost of `exp` on 100 compartments).
     e = jnp.exp(jnp.where(pos, -xs, xs))
     closed = xs / (e - 1) * jnp.where(pos, -e, one)
     xm = jnp.where(small, x, jnp.zeros_like(x))  # no x¹⁴ overflow off the branch

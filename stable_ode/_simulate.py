@@ -269,7 +269,6 @@ def simulate(
     if not t1 > t0:
         raise ValueError(f"t1 ({t1}) must be > t0 ({t0})")
     save_dt = dt if save_dt is None else float(save_dt)
-    term = MembraneTerm(model)
     if not isinstance(solver, (NonFiniteGuard, dfx.AbstractImplicitSolver)):
         solver = NonFiniteGuard(solver)
     y0 = model.init_state() if y0 is None else y0
@@ -304,13 +303,14 @@ def simulate(
         )
         ts = grid[::every]
         if optimistic is None:
-            optimistic = "auto" if _reverse_only(adjoint) else False
-        if optimistic is False:
+            run = _optimistic_or_safe_vjp if _reverse_only(adjoint) else None
+        else:
+            run = _optimistic if optimistic else None
+        if run is None:
             sol, recordings, t_end = _safe_solve((model, y0), cfg)
             stats, result = _stats(sol, t_end)
         else:
             sol = None
-            run = _optimistic if optimistic is True else _optimistic_or_safe_vjp
             recordings, stats, result = run((model, y0), cfg)
     else:
         n_save = _grid(t0, t1, save_dt, "save_dt")
@@ -323,7 +323,7 @@ def simulate(
         if isinstance(solver, dfx.AbstractImplicitSolver):
             solver = NonFiniteGuard(_with_controller_tols(solver, controller))
         sol = dfx.diffeqsolve(
-            term,
+            MembraneTerm(model),
             solver,
             t0,
             t1,
@@ -498,16 +498,12 @@ def _optimistic(model_y0, cfg: _Fixed):
     return jax.lax.cond(eqxi.unvmap_all(ok), take_fast, lambda: _safe(model_y0, cfg))
 
 
-_FLOAT_STATS = ("min_dt", "t_fail")
-
-
 def _safe_parts(dynamic, static, cfg):
-    """`_safe` split into its differentiable outputs (recordings, float stats) and
-    the rest (integer stats, result), for `jax.vjp(..., has_aux=True)`."""
+    """`_safe` as `(recordings, (stats, result))`, for `jax.vjp(..., has_aux=True)`:
+    only the recordings carry a gradient. The statistics are step control (grid
+    times, counts; `min_dt` under `stop_gradient`), constant in the parameters."""
     recordings, stats, result = _safe(eqx.combine(dynamic, static), cfg)
-    floats = {k: stats[k] for k in _FLOAT_STATS}
-    ints = {k: v for k, v in stats.items() if k not in _FLOAT_STATS}
-    return (recordings, floats), (ints, result)
+    return recordings, (stats, result)
 
 
 @eqx.filter_custom_vjp
@@ -521,31 +517,28 @@ def _optimistic_or_safe_vjp(model_y0, cfg: _Fixed):
 def _(perturbed, model_y0, cfg: _Fixed):
     del perturbed
     dynamic, static = eqx.partition(model_y0, eqx.is_inexact_array)
-    floats_out, vjp_fn, (ints, result) = jax.vjp(
+    recordings, vjp_fn, (stats, result) = jax.vjp(
         lambda d: _safe_parts(d, static, cfg), dynamic, has_aux=True
     )
-    recordings, floats = floats_out
-    return (recordings, {**ints, **floats}, result), vjp_fn
+    return (recordings, stats, result), vjp_fn
 
 
 @_optimistic_or_safe_vjp.def_bwd
 def _(vjp_fn, grad_obj, perturbed, model_y0, cfg: _Fixed):
     del perturbed
-    g_recordings, g_stats, _ = grad_obj
-    g_floats = {k: None if g_stats is None else g_stats[k] for k in _FLOAT_STATS}
-    # Outputs that were not differentiated come as `None`: zero cotangents, made
-    # from the known output shapes (not kept from the forward pass).
+    g_recordings = grad_obj[0]
+    # Recordings that were not differentiated come as `None`: zero cotangents,
+    # made from the known output shapes (not kept from the forward pass).
     model, _ = model_y0
     dtype = cfg.grid.dtype
     n_save = cfg.grid[:: cfg.every].shape[0]
     if cfg.names is None:
-        zero_recordings = {"v": jnp.zeros((n_save, model.n_compartments), dtype)}
+        zeros = {"v": jnp.zeros((n_save, model.n_compartments), dtype)}
     else:
-        zero_recordings = {k: jnp.zeros((n_save,), dtype) for k in cfg.names}
-    zeros = (zero_recordings, {k: jnp.zeros((), dtype) for k in _FLOAT_STATS})
+        zeros = {k: jnp.zeros((n_save,), dtype) for k in cfg.names}
     cotangent = jax.tree_util.tree_map(
         lambda g, zero: zero if g is None else g,
-        (g_recordings, g_floats),
+        g_recordings,
         zeros,
         is_leaf=lambda g: g is None,
     )

@@ -53,7 +53,7 @@ def relax(kin, y: State, dt, v) -> State:
     and dt > 0 (no `inf·0`, no `0/0`), and a convex combination of `x0` and `inf`.
     As in NEURON's `cnexp`, `1 - exp(-z)` and not `-expm1(-z)`: the absolute
     error of `x1` is still a rounding of `|inf - x0|`, and XLA:CPU vectorises
-    `exp` but not `expm1` in float32 (measured: 10× slower on 100 compartments).
+    `exp` but not `expm1` in float32 (measured: ~15× slower on 100 compartments).
     """
     return State(
         v=v, gates=_relax(kin[0], y.gates, dt), synapses=_relax(kin[1], y.synapses, dt)

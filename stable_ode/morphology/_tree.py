@@ -811,13 +811,10 @@ def tree_coupling(
     parent = row[parent_aug[order]]
     g = g_aug[order]
     schedule = hines_schedule(parent)
-    kids: list[list[int]] = [[] for _ in range(n)]
-    for k in range(n):
-        if parent[k] != k:
-            kids[parent[k]].append(k)
-    children = np.full((n, max([len(c) for c in kids] + [1])), n)
-    for k, c in enumerate(kids):
-        children[k, : len(c)] = c
+    # The children of each row, as rows, padded with `n`.
+    table = np.full((n, max([len(c) for c in children] + [1])), n)
+    for k, u in enumerate(order):
+        table[k, : len(children[u])] = row[children[u]]
     return TreeCoupling(
         g=jnp.asarray(g, dtype),
         parent=jnp.asarray(parent, jnp.int32),
@@ -825,6 +822,6 @@ def tree_coupling(
         plan=tree_plan(parent),
         rows=jnp.asarray(row[:n_compartments], jnp.int32),
         is_junction=jnp.asarray(order >= n_compartments),
-        children=jnp.asarray(children, jnp.int32),
+        children=jnp.asarray(table, jnp.int32),
         compartment=jnp.asarray(np.minimum(order, n_compartments), jnp.int32),
     )
