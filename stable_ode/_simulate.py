@@ -210,7 +210,8 @@ def simulate(
     - `solver`: any diffrax solver (default `BackwardEuler()`); generic ones such as
       `diffrax.Kvaerno5()` need an adaptive `controller`. It runs inside a
       `stable_ode.NonFiniteGuard` (gradients through rejected non-finite steps are
-      zero, not NaN); diffrax's implicit solvers first get the controller's
+      zero, not NaN; with fixed steps it looks at the error estimate only if the
+      `SafeStepTo` does); diffrax's implicit solvers first get the controller's
       `rtol`/`atol`/`norm` for their root finder wherever they leave them to the
       controller, as `diffeqsolve` would do.
     - `controller`: `None` (default) for steps of exactly `dt` on the grid
@@ -290,6 +291,10 @@ def simulate(
                 f"from {t0} to {t1} ms, got {controller.ts.shape[0]}"
             )
 
+        if isinstance(solver, NonFiniteGuard) and not controller.check_error:
+            # The controller keeps a step whatever its error estimate: so does the
+            # guard (and the estimate is not computed in the backward pass).
+            solver = NonFiniteGuard(solver.solver, check_error=False)
         cfg = _Fixed(
             solver=solver,
             controller=controller,
