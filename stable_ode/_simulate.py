@@ -194,7 +194,7 @@ def simulate(
     save_dt: float | None = None,
     t0: float = 0.0,
     y0: State | None = None,
-    adjoint: dfx.AbstractAdjoint = dfx.RecursiveCheckpointAdjoint(),
+    adjoint: dfx.AbstractAdjoint = Checkpointing(),
     max_steps: int | None = None,
     throw: bool = True,
     progress_meter: dfx.AbstractProgressMeter = dfx.NoProgressMeter(),
@@ -228,7 +228,10 @@ def simulate(
       a whole multiple of `dt`).
     - `y0`: initial `State` (default `model.init_state()`: `v_init`, gates at
       steady state).
-    - `adjoint`: the diffrax adjoint for reverse mode.
+    - `adjoint`: the diffrax adjoint for reverse mode (default
+      `stable_ode.Checkpointing()`: every step stored when the solve's loop states
+      fit in 64 MiB, else recursive checkpointing that recomputes each step at most
+      once).
     - `max_steps`: step budget (accepted + rejected steps). Default: 100,000 for
       adaptive solves; for fixed steps the number of grid steps plus
       `max(1000, n // 10)` for non-finite retries.

@@ -10,7 +10,12 @@ import pytest
 from helpers import finite_difference_grad, hh_cable
 
 import stable_ode as so
-from stable_ode._adjoint import checkpoint_bytes, Checkpointing, gradient_check
+from stable_ode._adjoint import (
+    checkpoint_bytes,
+    Checkpointing,
+    DEFAULT_MEMORY_BYTES,
+    gradient_check,
+)
 
 
 T1, DT = 20.0, 0.025  # 800 steps
@@ -90,6 +95,17 @@ def test_num_checkpoints():
         assert max_steps < (c + 1) * (c + 2) // 2 or c == max_steps
         assert c == 1 or max_steps >= c * (c + 1) // 2
     assert Checkpointing().num_checkpoints(max_steps=None) is None
+    # With the loop state known: as many as fit in DEFAULT_MEMORY_BYTES, capped at
+    # max_steps (every step stored), and never fewer than diffrax's rule.
+    small, large = _FakeState(4_000), _FakeState(2**20)
+    assert Checkpointing().num_checkpoints(max_steps=3000, init_state=small) == 3000
+    assert (
+        Checkpointing().num_checkpoints(max_steps=100_000, init_state=small)
+        == DEFAULT_MEMORY_BYTES // 4_000
+    )
+    assert Checkpointing().num_checkpoints(
+        max_steps=3000, init_state=large
+    ) == Checkpointing().num_checkpoints(max_steps=3000)
     assert Checkpointing(7).num_checkpoints(max_steps=100) == 7
     assert Checkpointing(700).num_checkpoints(max_steps=100) == 100
     lv = Checkpointing(levels=(40, 50))
