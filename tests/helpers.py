@@ -1,5 +1,7 @@
 """Shared test helpers: small models, tolerance checks, finite differences."""
 
+import os
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -89,3 +91,19 @@ def finite_difference_grad(f, x, eps=1e-6):
             2 * e[i]
         )
     return g
+
+
+# Instruction sets without fused multiply-add, for `XLA_FLAGS=--xla_cpu_max_isa=...`.
+NO_FMA_ISAS = ("SSE4_2", "AVX")
+
+
+def fma_off() -> bool:
+    """Whether this process runs XLA:CPU limited to an instruction set without FMA
+    (`XLA_FLAGS=--xla_cpu_max_isa=AVX` or `SSE4_2`), as
+    `test_adjoint.test_float32_exact_without_fma` runs the float32 gradient tests.
+    Then a float32 computation rounds the same wherever XLA fuses it."""
+    for flag in os.environ.get("XLA_FLAGS", "").split():
+        name, _, value = flag.partition("=")
+        if name == "--xla_cpu_max_isa" and value.upper() in NO_FMA_ISAS:
+            return True
+    return False

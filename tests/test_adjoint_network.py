@@ -7,7 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from helpers import finite_difference_grad, spike_times
+from helpers import finite_difference_grad, fma_off, spike_times
 
 import stable_ode as so
 from stable_ode._adjoint import Checkpointing
@@ -106,6 +106,11 @@ def test_network_gradient_same_for_every_configuration_float32():
     assert all(finite.values()), finite
     rel = {k: float(np.max(np.abs(g - ref) / np.abs(ref))) for k, g in grads.items()}
     print("float32 gradients:", grads, "rel. difference to store-all:", rel)
+    if fma_off():
+        # No FMA (test_adjoint.test_float32_exact_without_fma): the binomial
+        # configurations agree bit for bit; nested `levels` differentiate stored
+        # residuals, another backward computation (measured: 6.3e-7).
+        assert all(v == 0 for k, v in rel.items() if not k.startswith("levels")), rel
     # Measured (2026-11-30, CPU): gradients ~(386.05, 27.131); max relative spread
     # to store-all 9.6e-6 (checkpoints=2), 3.9e-6 to 5.1e-6 for the others, i.e.
     # 33-80 float32 ulps (eps = 1.19e-7) -- larger than on the cable (<= 5 ulps,
