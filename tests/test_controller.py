@@ -237,9 +237,10 @@ def test_safe_step_to_subdivides_then_returns_to_grid():
 
 
 def test_nested_levels_run_retries_past_their_length():
-    # `Checkpointing(levels=...)` runs the loop as nested scans of prod(levels)
-    # iterations; here every grid step needs 6 (2 non-finite retries, 4 quarter
-    # steps), 48 in all for levels (2, 4): the rest runs in the checkpointed loop.
+    # `Checkpointing(levels=...)` runs the loop as nested scans, prod(levels)
+    # iterations for the grid; here every grid step needs 6 (2 non-finite retries,
+    # 4 quarter steps), 48 in all for levels (2, 4): the rest runs in the extra
+    # outer segments that cover max_steps (16 segments of 4 iterations).
     # Values and gradients are those of the default checkpointing.
     grid = jnp.linspace(0.0, 2.0, 9)
 
