@@ -12,9 +12,10 @@ Models (float64, BackwardEuler / Jaxley's `bwd_euler`, dt = 0.025 ms):
   value each (Jaxley: `make_trainable("HH_gNa")`, ... on the branch).
 - **network**: the 100-neuron, 1,000-synapse network of `benchmarks/network.py`,
   50 ms. Loss: mean voltage of all neurons. Gradient w.r.t. every synapse's
-  `gmax` (1,000 values) and HH `gnabar` (one shared value in ours; Jaxley:
+  `gmax` (1,000 values) and the shared HH `gnabar` (Jaxley:
   `IonotropicSynapse.make_trainable("IonotropicSynapse_gS")` and
-  `make_trainable("HH_gNa")`, one value per cell: the same work per step).
+  `make_trainable("HH_gNa")`, one shared value each: its d/dgS is the sum of our
+  1,000 d/dgmax, equal to ~1e-12).
 
 Every configuration runs in its own Python process (`--worker`), so that its peak
 memory is its own: the process builds the model, compiles `jax.jit(jax.grad(loss))`
@@ -158,8 +159,11 @@ def _network_ours(t_max: float, adjoint_name: str):
 
 def _network_jaxley(t_max: float, adjoint_name: str):
     """Jaxley's network of `benchmarks/network.py`, the loss of `_network_ours`:
-    gradient w.r.t. every synapse's `gS` (our `gmax`) and `HH_gNa` (one value per
-    cell in Jaxley, one shared value in ours: the same computation per step)."""
+    gradient w.r.t. `gS` (our `gmax`) and `HH_gNa`, each one value shared by all
+    synapses / cells (`make_trainable` on the whole view). The backward pass
+    computes every synapse's contribution either way; Jaxley's d/dgS is the sum of
+    our 1,000 d/dgmax (measured: 10107.01530387 both, d/dgNa 100.980944512 both,
+    ~1e-12 relative)."""
     import jax.numpy as jnp
     import jaxley as jx
 
