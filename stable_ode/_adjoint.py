@@ -66,7 +66,7 @@ def _nested_while_loop(
     them into NaN. The grid needs `prod(levels)` iterations; a solve whose
     non-finite steps were retried in sub-steps needs more, so there are outer
     segments up to `max_steps` iterations, each skipped by one `lax.cond` when
-    the solve is done (measured on the HH cable: compile 4.0 s and peak RSS 640
+    the solve is done (measured on the HH cable: compile 4.0 s and peak RSS ~650
     MB, against 7.9 s and 1,000 MB with a checkpointed `while_loop` for the
     remaining iterations). With `max_steps=None` the rest runs in a checkpointed
     `while_loop`."""
@@ -133,10 +133,10 @@ class Checkpointing(dfx.AbstractAdjoint):
       outer segments up to the step budget, each skipped by one `lax.cond` when
       the solve is done: `ceil(max_steps / (l2·...))` outer checkpoints in all,
       60 for `[40, 50]` with `simulate`'s budget of 3,000.) Measured on the
-      100-compartment HH cable, 50 ms, 2 recordings, `[40, 50]`: gradient 41 ms
-      against Jaxley's 43 ms with the same levels (interleaved calls,
-      2026-11-30), XLA working memory 3.3 MB (Jaxley `[40, 50]` 2.7 MB), peak
-      process RSS 640 MB (Jaxley 780 MB).
+      100-compartment HH cable, 50 ms, 2 recordings, `[40, 50]` (2026-11-30,
+      each in its own process): gradient 43.1 ms against Jaxley's 43.7 ms with
+      the same levels, peak process RSS 652 MB (Jaxley 738 MB), XLA working
+      memory 3.3 MB (Jaxley 2.7 MB: our step keeps more residuals).
       One level `[n]` is `checkpoints=n`. (The scans use equinox's private loop
       helpers; should a release move them, `levels` falls back to `l1 + l2 + ...`
       checkpoints of the binomial scheme: the same gradient, other timings.)
