@@ -107,14 +107,21 @@ def _cable_jaxley(t_max: float, adjoint_name: str):
     import dataclasses
 
     import jax.numpy as jnp
-    import jaxley as jx
 
     from .forward import build_jaxley, CABLE
 
     module = build_jaxley(dataclasses.replace(CABLE, t_max=t_max))
     for name in ("HH_gNa", "HH_gK", "HH_gLeak"):
         module.make_trainable(name, verbose=False)
-    params = module.get_parameters()
+    return _jaxley_loss(module, t_max, adjoint_name, lambda v: jnp.mean(v[1]))
+
+
+def _jaxley_loss(module, t_max: float, adjoint_name: str, reduce):
+    """`(loss, (params,))` for `jx.integrate(module, params)` followed by `reduce`
+    of the recorded voltages, without (`adjoint_name="none"`) or with
+    `checkpoint_lengths=CHECKPOINT_LENGTHS`."""
+    import jaxley as jx
+
     lengths = None if adjoint_name == "none" else CHECKPOINT_LENGTHS
 
     def loss(params):
@@ -126,9 +133,9 @@ def _cable_jaxley(t_max: float, adjoint_name: str):
             solver="bwd_euler",
             checkpoint_lengths=lengths,
         )
-        return jnp.mean(v[1])
+        return reduce(v)
 
-    return loss, (params,)
+    return loss, (module.get_parameters(),)
 
 
 def _network_ours(t_max: float, adjoint_name: str):
@@ -165,7 +172,6 @@ def _network_jaxley(t_max: float, adjoint_name: str):
     our 1,000 d/dgmax (measured: 10107.01530387 both, d/dgNa 100.980944512 both,
     ~1e-12 relative)."""
     import jax.numpy as jnp
-    import jaxley as jx
 
     from .network import build_jaxley, build_ours, N_CELLS, N_SYN
 
@@ -174,21 +180,7 @@ def _network_jaxley(t_max: float, adjoint_name: str):
     net = build_jaxley(s_init, N_CELLS, N_SYN, t_max)
     net.IonotropicSynapse.make_trainable("IonotropicSynapse_gS", verbose=False)
     net.make_trainable("HH_gNa", verbose=False)
-    params = net.get_parameters()
-    lengths = None if adjoint_name == "none" else CHECKPOINT_LENGTHS
-
-    def loss(params):
-        v = jx.integrate(
-            net,
-            params,
-            t_max=t_max,
-            delta_t=DT,
-            solver="bwd_euler",
-            checkpoint_lengths=lengths,
-        )
-        return jnp.mean(v)
-
-    return loss, (params,)
+    return _jaxley_loss(net, t_max, adjoint_name, jnp.mean)
 
 
 BUILDERS = {

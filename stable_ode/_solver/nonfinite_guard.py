@@ -22,17 +22,19 @@ def _raw_step(solver, terms, t0, t1, y0, args, solver_state, made_jump, check_er
 _step = eqx.filter_custom_jvp(_raw_step)
 
 
+def _none(x):
+    return x is None
+
+
 @_step.def_jvp
 def _step_jvp(primals, tangents):
     # Decide on the primal values, then differentiate with both the tangents in and
     # the tangents out selected away: no `0·NaN` forms, in forward or reverse mode.
     # One linearisation gives the primal step and the linear map: the step is
-    # evaluated once (evaluating it first and then again inside `jvp` cost ~30% of
-    # a checkpointed gradient; the two copies were not merged by XLA).
-    perturbed = jax.tree_util.tree_map(
-        lambda t: t is not None, tangents, is_leaf=lambda t: t is None
-    )
-    dynamic, static = eqx.partition(primals, perturbed, is_leaf=lambda t: t is None)
+    # evaluated once (evaluating it first and then again inside `jvp` made the
+    # cable's gradient 88 instead of 76 ms; XLA did not merge the two copies).
+    perturbed = jax.tree_util.tree_map(lambda t: t is not None, tangents, is_leaf=_none)
+    dynamic, static = eqx.partition(primals, perturbed, is_leaf=_none)
 
     def step(d):
         out = _raw_step(*eqx.combine(d, static))
@@ -45,10 +47,6 @@ def _step_jvp(primals, tangents):
     bad = jax.lax.stop_gradient(~tree_all_finite(*checked))
     t_out = linear(_mask(bad, eqx.filter(tangents, perturbed, is_leaf=_none)))
     return out, _mask(bad, t_out)
-
-
-def _none(x):
-    return x is None
 
 
 class NonFiniteGuard(dfx.AbstractAdaptiveSolver):
@@ -121,6 +119,6 @@ NonFiniteGuard.__init__.__doc__ = """**Arguments:**
     as the step-size controller does: with `SafeStepTo(check_error=False)` (fixed
     steps; `simulate`'s default) a step is kept whatever its error estimate, so its
     derivative must be kept too, and not looking at the estimate lets XLA skip
-    computing it in the backward pass (measured: ~20% of a checkpointed cable
-    gradient).
+    computing it in the backward pass (measured: the 100-compartment cable's
+    gradient, every step stored, 76 → 35 ms).
 """
