@@ -97,12 +97,14 @@ def finite_difference_grad(f, x, eps=1e-6):
 NO_FMA_ISAS = ("SSE4_2", "AVX")
 
 
-def fma_off() -> bool:
-    """Whether this process runs XLA:CPU limited to an instruction set without FMA
-    (`XLA_FLAGS=--xla_cpu_max_isa=AVX` or `SSE4_2`), as
+def fma_off(xla_flags: str | None = None) -> bool:
+    """Whether `xla_flags` (default: this process's `XLA_FLAGS`) limit XLA:CPU to an
+    instruction set without FMA (`--xla_cpu_max_isa=AVX` or `SSE4_2`), as
     `test_adjoint.test_float32_exact_without_fma` runs the float32 gradient tests.
     Then a float32 computation rounds the same wherever XLA fuses it."""
-    for flag in os.environ.get("XLA_FLAGS", "").split():
+    if xla_flags is None:
+        xla_flags = os.environ.get("XLA_FLAGS", "")
+    for flag in xla_flags.split():
         name, _, value = flag.partition("=")
         if name == "--xla_cpu_max_isa" and value.upper() in NO_FMA_ISAS:
             return True

@@ -213,6 +213,7 @@ def test_gradient_same_for_every_configuration_float32():
             # computation, which rounds differently (measured 10.9 eps).
             binomial = {k: v for k, v in rel.items() if not k.startswith("levels")}
             assert all(v == 0 for v in binomial.values()), rel
+            print("exact-check: cable gradients")
         # With FMA, NOT bit-identical across layouts: XLA contracts multiplies and
         # adds into FMAs differently in the forward loop and in the recomputation
         # (each fused differently), so the recomputed forward pass differs by a few
@@ -309,6 +310,7 @@ def test_recomputed_forward_float32(solver):
     assert recomputed > N_STEPS
     if fma_off():
         assert differing == 0, (differing, worst)
+        print("exact-check: recomputed states")
         return
     # Measured with FMA: BackwardEuler 2152 of 6850 recomputed states differ, by
     # <= 2 ulp; CrankNicolson 2366 of 6850, by <= 5 ulp (differences carry along a
@@ -330,11 +332,14 @@ def test_float32_exact_without_fma():
     uses no FMA instructions (`XLA_FLAGS=--xla_cpu_max_isa=AVX`, documented in
     `docs/adjoint.md`): there the recomputed forward pass is bit-identical to the
     forward pass and every binomial configuration gives the same float32 gradient
-    bit for bit (the tests assert exactly that when `helpers.fma_off()`)."""
+    bit for bit (the tests assert exactly that when `helpers.fma_off()`, and print
+    an "exact-check" line each, counted here: so the strict branches cannot be
+    skipped silently)."""
     here = Path(__file__).parent
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_max_isa=AVX").strip()
     env.pop("PYTEST_XDIST_WORKER", None)
+    assert fma_off(env["XLA_FLAGS"])
     selected = [
         f"{here / 'test_adjoint.py'}::test_recomputed_forward_float32",
         f"{here / 'test_adjoint.py'}"
@@ -343,7 +348,8 @@ def test_float32_exact_without_fma():
         "::test_network_gradient_same_for_every_configuration_float32",
     ]
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0"]
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider"]
+        + ["-n", "0"]
         + selected,
         cwd=here.parent,
         env=env,
@@ -353,6 +359,7 @@ def test_float32_exact_without_fma():
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "4 passed" in proc.stdout, proc.stdout[-2000:]
+    assert proc.stdout.count("exact-check:") == 4, proc.stdout[-4000:]
 
 
 # ---------------------------------------------------------------- gradient_check

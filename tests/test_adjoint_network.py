@@ -111,6 +111,7 @@ def test_network_gradient_same_for_every_configuration_float32():
         # configurations agree bit for bit; nested `levels` differentiate stored
         # residuals, another backward computation (measured: 6.3e-7).
         assert all(v == 0 for k, v in rel.items() if not k.startswith("levels")), rel
+        print("exact-check: network gradients")
     # Measured (2026-11-30, CPU): gradients ~(386.05, 27.131); max relative spread
     # to store-all 9.6e-6 (checkpoints=2), 3.9e-6 to 5.1e-6 for the others, i.e.
     # 33-80 float32 ulps (eps = 1.19e-7) -- larger than on the cable (<= 5 ulps,

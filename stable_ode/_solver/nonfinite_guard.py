@@ -6,11 +6,15 @@ import jax.numpy as jnp
 from .._controller._bookkeeping import tree_all_finite
 
 
+def _none(x):
+    return x is None
+
+
 def _mask(bad, tree):
     return jax.tree_util.tree_map(
         lambda t: None if t is None else jnp.where(bad, jnp.zeros_like(t), t),
         tree,
-        is_leaf=lambda x: x is None,
+        is_leaf=_none,
     )
 
 
@@ -20,10 +24,6 @@ def _raw_step(solver, terms, t0, t1, y0, args, solver_state, made_jump, check_er
 
 
 _step = eqx.filter_custom_jvp(_raw_step)
-
-
-def _none(x):
-    return x is None
 
 
 @_step.def_jvp
