@@ -75,6 +75,7 @@ from ._controller import (
     NonFiniteRejecting as NonFiniteRejecting,
     SafeStepTo as SafeStepTo,
     StepStats as StepStats,
+    TimingTolerance as TimingTolerance,
 )
 from ._results import RESULTS as RESULTS
 from ._solver.nonfinite_guard import NonFiniteGuard as NonFiniteGuard

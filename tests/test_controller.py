@@ -308,3 +308,61 @@ def test_grad_through_rejected_nonfinite_steps_implicit_solver():
     np.testing.assert_allclose(float(g), exact, rtol=3e-3)
     # Unguarded, the rejected NaN steps poison Kvaerno5's gradient as Tsit5's.
     assert np.isnan(float(_grad(vf_state, kv, LAM)))
+
+
+# --------------------------------------------------------------- TimingTolerance
+
+
+def _membrane_state(v):
+    return so.State(
+        v=jnp.asarray(v), gates=({"m": jnp.asarray([0.05, 0.06])},), synapses=()
+    )
+
+
+def test_timing_tolerance_scales_the_voltage_error_only():
+    """The wrapped controller sees `e_v / (1 + |Δv|/(dt·slope))` compartment by
+    compartment, the gates' error as it is; its decision is the wrapped
+    controller's on that error."""
+    pid = dfx.PIDController(rtol=0.0, atol=1e-3)
+    wrapped = so.TimingTolerance(pid, slope=2.0)
+    y0 = _membrane_state([-65.0, -60.0])
+    y1 = _membrane_state([-64.9, -20.0])  # slopes 1 and 400 mV/ms over dt = 0.1
+    error = _membrane_state([0.0012, 0.004])
+    error = eqx.tree_at(lambda e: e.gates, error, ({"m": jnp.asarray([1e-4, 1e-4])},))
+    t0, t1 = jnp.asarray(0.0), jnp.asarray(0.1)
+    state = pid.init(None, t0, t1, y0, 0.1, None, None, 3)[1]
+    got = wrapped.adapt_step_size(t0, t1, y0, y1, None, error, 3, state)
+    weight = 1 / (1 + np.array([0.1, 40.0]) / (0.1 * 2.0))
+    scaled = eqx.tree_at(lambda e: e.v, error, error.v * weight)
+    want = pid.adapt_step_size(t0, t1, y0, y1, None, scaled, 3, state)
+    plain = pid.adapt_step_size(t0, t1, y0, y1, None, error, 3, state)
+    assert not bool(plain[0])  # rejected on the unscaled error ...
+    assert bool(got[0])  # ... accepted once the steep compartment's is scaled
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_timing_tolerance_keeps_nonfinite_steps_rejected():
+    wrapped = so.NonFiniteRejecting(
+        so.TimingTolerance(dfx.PIDController(rtol=0.0, atol=1e-3))
+    )
+    y0 = _membrane_state([-65.0, -60.0])
+    error = _membrane_state([1e-5, 1e-5])
+    t0, t1 = jnp.asarray(0.0), jnp.asarray(0.1)
+    state = wrapped.init(None, t0, t1, y0, 0.1, None, None, 3)[1]
+    for bad in (jnp.nan, jnp.inf):
+        y1 = _membrane_state([-64.0, bad])
+        keep, _, next_t1, _, new, _ = wrapped.adapt_step_size(
+            t0, t1, y0, y1, None, error, 3, state
+        )
+        assert not bool(keep) and bool(jnp.isfinite(next_t1))
+        assert int(new.stats.num_nonfinite_rejected) == 1
+
+
+def test_timing_tolerance_bad_input():
+    with pytest.raises(ValueError, match="slope must be > 0"):
+        so.TimingTolerance(dfx.PIDController(rtol=0, atol=1e-3), slope=0.0)
+    with pytest.raises(ValueError, match="wraps an adaptive controller"):
+        so.TimingTolerance(dfx.ConstantStepSize())
+    with pytest.raises(ValueError, match="needs the state of a stable_ode"):
+        _solve(vf_state, so.TimingTolerance(dfx.PIDController(rtol=0, atol=1e-3)))

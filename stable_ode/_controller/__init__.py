@@ -4,3 +4,4 @@ from .nonfinite_rejecting import (
     NonFiniteRejectingState as NonFiniteRejectingState,
 )
 from .safe_step_to import SafeStepTo as SafeStepTo, SafeStepToState as SafeStepToState
+from .timing_tolerance import TimingTolerance as TimingTolerance
