@@ -19,6 +19,10 @@ Methods:
   `diffrax.PIDController(rtol=tol, atol=tol)` (run as
   `NonFiniteRejecting(ClipStepSizeController(PID, jump_ts=stimulus edges))`),
   a sweep over `tol`;
+- adaptive `CrankNicolson` "timing": `stable_ode.TimingTolerance(
+  diffrax.PIDController(rtol=0, atol=tol))`, the recommended configuration (a
+  voltage error on a spike's flank counts as a shift in time; no relative
+  tolerance on a potential), a sweep over `tol`;
 - `diffrax.Kvaerno5` with the same controller, a sweep over `tol`;
 - NEURON 9's CVODE (`cvode.atol(tol)`, `rtol = 0`), a sweep over `tol`; steps
   are the number of CVODE returns (`Vector.record(h._ref_t)`), which is the
@@ -164,8 +168,9 @@ def run_fixed(model, case, solver, dts, ref, repeats) -> list[Point]:
     name = f"fixed {type(solver).__name__}"
     for dt in dts:
         fn = jax.jit(
+            # saving every SAVE_DT, or every step if the step is longer
             lambda m, dt=dt: so.simulate(
-                m, case.t_max, dt, solver=solver, save_dt=SAVE_DT
+                m, case.t_max, dt, solver=solver, save_dt=max(SAVE_DT, dt)
             )
         )
         timing, sim = time_jitted(fn, model, repeats=repeats)
@@ -176,7 +181,19 @@ def run_fixed(model, case, solver, dts, ref, repeats) -> list[Point]:
     return pts
 
 
-def run_adaptive(model, case, solver, tols, ref, repeats, label=None) -> list[Point]:
+def pid_controller(tol):
+    """`diffrax.PIDController(rtol=tol, atol=tol)`."""
+    return dfx.PIDController(rtol=tol, atol=tol)
+
+
+def timing_controller(tol):
+    """`stable_ode.TimingTolerance(diffrax.PIDController(rtol=0, atol=tol))`."""
+    return so.TimingTolerance(dfx.PIDController(rtol=0.0, atol=tol))
+
+
+def run_adaptive(
+    model, case, solver, tols, ref, repeats, label=None, controller=pid_controller
+) -> list[Point]:
     def sim(m, tol, save_dt):
         return so.simulate(
             m,
@@ -184,7 +201,7 @@ def run_adaptive(model, case, solver, tols, ref, repeats, label=None) -> list[Po
             0.01,
             solver=solver,
             save_dt=save_dt,
-            controller=dfx.PIDController(rtol=tol, atol=tol),
+            controller=controller(tol),
         )
 
     # the model is closed over: `simulate` needs concrete stimulus edges for the
@@ -392,7 +409,9 @@ def plan(mode: str) -> dict:
             be_dts=[0.1, 0.05, 0.025, 0.0125, 0.00625],
             cn_dts=[0.2, 0.1, 0.05, 0.025, 0.0125],
             cn_tols=[1e-3, 1e-4, 1e-5, 1e-6, 1e-7],
-            be_tols=dict.fromkeys(("compartment", "cable"), [1e-3, 1e-4, 1e-5, 1e-6]),
+            timing_tols=[1e-4, 3e-5, 2e-5, 1e-5, 3e-6, 1e-6],
+            # 1e-6 needs more than simulate's 100,000 steps on the compartment
+            be_tols=dict.fromkeys(("compartment", "cable"), [1e-3, 1e-4, 1e-5]),
             # Kvaerno5 on the 100-compartment cable: ~2 min per solve at tol 1e-5
             # on a loaded 2-core machine
             k5_tols={"compartment": [1e-4, 1e-5, 1e-6], "cable": [1e-3, 1e-4]},
@@ -409,6 +428,7 @@ def plan(mode: str) -> dict:
             be_dts=[0.025],
             cn_dts=[0.025],
             cn_tols=[1e-3, 1e-5],
+            timing_tols=[2e-5, 1e-5],
             be_tols={"compartment": [], "cable": []},
             k5_tols={"compartment": [1e-4], "cable": []},
             cv_tols=[1e-3, 1e-5],
@@ -422,6 +442,7 @@ def plan(mode: str) -> dict:
         be_dts=[0.05],
         cn_dts=[],
         cn_tols=[1e-3],
+        timing_tols=[1e-4],
         be_tols={"compartment": []},
         k5_tols={"compartment": []},
         cv_tols=[1e-3],
@@ -458,6 +479,16 @@ def main(argv=None):
         pts += run_fixed(model, case, so.BackwardEuler(), p["be_dts"], ref, repeats)
         pts += run_fixed(model, case, so.CrankNicolson(), p["cn_dts"], ref, repeats)
         pts += run_adaptive(model, case, so.CrankNicolson(), p["cn_tols"], ref, repeats)
+        pts += run_adaptive(
+            model,
+            case,
+            so.CrankNicolson(),
+            p["timing_tols"],
+            ref,
+            repeats,
+            "adaptive CrankNicolson timing",
+            timing_controller,
+        )
         be_tols = p["be_tols"][case.name]
         if be_tols:
             pts += run_adaptive(model, case, so.BackwardEuler(), be_tols, ref, repeats)

@@ -120,6 +120,7 @@ def test_work_precision_smoke(tmp_path):
     assert methods == [
         "fixed BackwardEuler",
         "adaptive CrankNicolson",
+        "adaptive CrankNicolson timing",
         "NEURON CVODE",
     ]
     assert all(r["error"] < 0.1 and r["steps"] > 0 for r in rows), rows
