@@ -14,6 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, PyTree
 
+from ._solver.exact_recompute import ExactRecompute
+
 
 try:  # equinox's loop rewriting (buffers, vmap, step limit), as its bounded loop uses
     from equinox.internal._loop.common import common_rewrite, fixed_asarray
@@ -289,11 +291,16 @@ class Checkpointing(dfx.AbstractAdjoint):
             init_state=init_state,
             num_steps=_fixed_steps(stepsize_controller),
         )
-        if (
+        nested = (
             self.levels is not None
             and len(self.levels) > 1
             and common_rewrite is not None
-        ):
+        )
+        if nested or c is None or max_steps is None or c < max_steps:
+            # The backward sweep recomputes steps: make them the forward's, bit for
+            # bit (see `ExactRecompute`).
+            kwargs["solver"] = ExactRecompute(kwargs["solver"])
+        if nested:
             kwargs.pop("throw", None)
             kwargs.pop("passed_solver_state", None)
             kwargs.pop("passed_controller_state", None)

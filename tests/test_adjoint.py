@@ -1,5 +1,5 @@
 """Checkpointing configurations give the same gradient; gradients vs finite
-differences; the float32 recomputation (bit-identical without FMA); gradient_check."""
+differences; the float32 recomputation (bit-identical); gradient_check."""
 
 import os
 import platform
@@ -205,27 +205,35 @@ def test_gradient_same_for_every_configuration_float32():
             k: float(np.max(np.abs(g - ref) / np.abs(ref))) for k, g in grads.items()
         }
         print("float32 rel. difference to store-all:", rel)
+        eps = float(jnp.finfo(jnp.float32).eps)
+        # Our recomputing configurations recompute the forward states bit for bit
+        # (ExactRecompute) and differentiate each step by the same backward rule:
+        # the same gradient, FMA or not.
+        recomputing = [grads[k] for k in ("checkpoints=2", "checkpoints=10")]
+        assert np.array_equal(recomputing[0], recomputing[1]), rel
         if fma_off():
-            # No FMA: every step rounds the same in the forward loop and in its
-            # recomputation, so the binomial configurations (which all differentiate
-            # one step at a time under `jax.vjp`) agree bit for bit. Nested `levels`
-            # differentiate whole scans from stored residuals: another backward
-            # computation, which rounds differently (measured 10.9 eps).
+            # No FMA: diffrax's own adjoint (which recomputes under `jax.vjp`) and
+            # store-all (which differentiates the stored states under `jax.vjp`)
+            # round as ours do. Nested `levels` differentiate whole scans from
+            # stored residuals, another backward computation (measured 10.9 eps).
             binomial = {k: v for k, v in rel.items() if not k.startswith("levels")}
             assert all(v == 0 for v in binomial.values()), rel
             print("exact-check: cable gradients")
-        # With FMA, NOT bit-identical across layouts: XLA contracts multiplies and
-        # adds into FMAs differently in the forward loop and in the recomputation
-        # (each fused differently), so the recomputed forward pass differs by a few
-        # ulps (next test) and the backward rounding with it. Measured max relative
-        # difference: <= 5 eps (2026-11-29); 23.5 eps (checkpoints=10) after the
-        # controller's finiteness test became one reduction (2026-11-30).
-        # Bound: 100 eps, the order of the network test's measured 33-80 ulps.
-        assert max(rel.values()) <= 100 * float(jnp.finfo(jnp.float32).eps), rel
+        # With FMA: what differs is the rounding of differently compiled backward
+        # passes, over the same states; measured (2026-11-30) 0 for every binomial
+        # configuration of ours, 3.8 eps for levels. Bound 32 eps. diffrax's own
+        # adjoint also recomputes the states differently (FMA contraction: 5.9 eps;
+        # 23.5 before ExactRecompute); bound 100 eps as before.
+        assert max(v for k, v in rel.items() if k != "diffrax-default") <= 32 * eps
+        assert rel["diffrax-default"] <= 100 * eps, rel
 
 
 class _Probe(dfx.AbstractSolver):
-    """Records every state the solver produces (forward pass and recomputation)."""
+    """Records the state every step starts from: the forward pass's states, the
+    backward sweep's recomputed ones, and the states the backward sweep
+    differentiates each step at (`Checkpointing` wraps its solver, this probe
+    included, in `ExactRecompute`, whose backward rule evaluates the step again: its
+    outputs there are not states of the solve, its inputs are)."""
 
     inner: dfx.AbstractSolver
 
@@ -247,9 +255,8 @@ class _Probe(dfx.AbstractSolver):
         return self.inner.init(terms, t0, t1, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        out = self.inner.step(terms, t0, t1, y0, args, solver_state, made_jump)
-        jax.debug.callback(_record, t1, out[0].v, out[0].gates)
-        return out
+        jax.debug.callback(_record, t0, y0.v, y0.gates)
+        return self.inner.step(terms, t0, t1, y0, args, solver_state, made_jump)
 
     def func(self, terms, t0, y0, args):
         return self.inner.func(terms, t0, y0, args)
@@ -272,13 +279,12 @@ def _ulps(a, b, scale):
 
 @pytest.mark.parametrize("solver", [so.BackwardEuler(), so.CrankNicolson()])
 def test_recomputed_forward_float32(solver):
-    """diffrax recomputes each step under `jax.vjp`, a differently compiled (fused)
-    computation than the forward loop's step. With FMA instructions (XLA:CPU's
-    default on x86-64 with AVX2), XLA contracts multiply-adds differently in the
-    two, and the recomputed float32 states are NOT bit-identical to the forward
-    ones; this test pins the size of that discrepancy. Without FMA
-    (`test_float32_exact_without_fma`) they are bit-identical, and this test checks
-    exactly that."""
+    """Every state the backward sweep recomputes is bit-identical to the forward
+    pass's, in float32, with FMA instructions (XLA:CPU's default on x86-64 with
+    AVX2) or without (`test_float32_exact_without_fma`). diffrax alone recomputes
+    each step under `jax.vjp`, a differently compiled computation whose FMA
+    contraction differs; `Checkpointing` wraps the solver in `ExactRecompute`, whose
+    primal is the forward loop's step."""
     with jax.enable_x64(False):
         model = hh_cable(n=10, amplitude=0.2, duration=20.0, dtype=jnp.float32)
         _LOG.clear()
@@ -308,19 +314,12 @@ def test_recomputed_forward_float32(solver):
     assert len(first) == N_STEPS
     # 10 checkpoints for 800 steps: most steps are recomputed at least once.
     assert recomputed > N_STEPS
-    if fma_off():
-        assert differing == 0, (differing, worst)
-        print("exact-check: recomputed states")
-        return
-    # Measured with FMA: BackwardEuler 2152 of 6850 recomputed states differ, by
-    # <= 2 ulp; CrankNicolson 2366 of 6850, by <= 5 ulp (differences carry along a
-    # segment). After mechanism groups switched to slices (2026-11-30, a fusion
-    # change): BackwardEuler <= 2.0, CrankNicolson <= 7.6 (max |dv| 5.8e-5 mV).
-    # After vtrap's rewrite without a select on x (2026-11-30, another fusion
-    # change): BackwardEuler <= 1.0, CrankNicolson 22.8 (|dv| <= 1.7e-4 mV); the
-    # bound went from 8 to 24 with it. The cause is FMA contraction (none without
-    # FMA, test_float32_exact_without_fma), so the size follows XLA's fusion.
-    assert worst <= 24.0, worst
+    # Measured before ExactRecompute, with FMA: BackwardEuler 941 of 3,425
+    # recomputed states differed by up to 1 ulp, CrankNicolson 2,502 by up to 22.8
+    # ulp (FMA contraction in the differently compiled recomputation). Now none,
+    # FMA or not.
+    assert differing == 0, (differing, worst)
+    print("exact-check: recomputed states")
 
 
 @pytest.mark.skipif(
@@ -330,11 +329,12 @@ def test_recomputed_forward_float32(solver):
 def test_float32_exact_without_fma():
     """The float32 recomputation and gradient tests again, in a process whose XLA:CPU
     uses no FMA instructions (`XLA_FLAGS=--xla_cpu_max_isa=AVX`, documented in
-    `docs/adjoint.md`): there the recomputed forward pass is bit-identical to the
-    forward pass and every binomial configuration gives the same float32 gradient
-    bit for bit (the tests assert exactly that when `helpers.fma_off()`, and print
-    an "exact-check" line each, counted here: so the strict branches cannot be
-    skipped silently)."""
+    `docs/adjoint.md`): there, beyond what holds with FMA (recomputed states
+    bit-identical, our recomputing configurations bit-identical), every binomial
+    configuration — store-all and diffrax's own adjoint included — gives the same
+    float32 gradient bit for bit (the tests assert exactly that when
+    `helpers.fma_off()`, and print an "exact-check" line each, counted here: so the
+    strict branches cannot be skipped silently)."""
     here = Path(__file__).parent
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_max_isa=AVX").strip()
