@@ -136,9 +136,11 @@ class Checkpointing(dfx.AbstractAdjoint):
       the solve is done: `ceil(max_steps / (l2·...))` outer checkpoints in all,
       60 for `[40, 50]` with `simulate`'s budget of 3,000.) Measured on the
       100-compartment HH cable, 50 ms, 2 recordings, `[40, 50]` (2026-11-30,
-      each in its own process): gradient 43.1 ms against Jaxley's 43.7 ms with
-      the same levels, peak process RSS 652 MB (Jaxley 738 MB), XLA working
-      memory 3.3 MB (Jaxley 2.7 MB: our step keeps more residuals).
+      each in its own process): gradient 40.2 ms against Jaxley's 42.7 ms with
+      the same levels, peak process RSS 539 MB (Jaxley 772 MB), XLA working
+      memory 0.44 MB (Jaxley 2.7 MB; 3.3 MB before `ExactRecompute`, when our
+      step kept all its intermediates as residuals). On the 100-neuron network
+      1.08× Jaxley's time (80 vs 75 ms) at half its working memory.
       One level `[n]` is `checkpoints=n`. (The scans use equinox's private loop
       helpers; should a release move them, `levels` falls back to `l1 + l2 + ...`
       checkpoints of the binomial scheme: the same gradient, other timings.)
@@ -167,13 +169,21 @@ class Checkpointing(dfx.AbstractAdjoint):
     `c` is capped at `max_steps` (with `c == max_steps` every step is stored and
     nothing is recomputed).
 
-    **Gradients and the configuration.** In float64 all configurations agree to
-    ~1e-15 relative (tested). In float32 the backward sweep's recomputed states are
-    not always bit-identical to the forward pass (diffrax recomputes each step inside
-    `jax.vjp`, compiled differently; measured: 1-ulp differences in a gate), and the
-    cotangents are accumulated in a layout-dependent order; on a non-chaotic run the
-    gradients agree to a few ulps (tested), but a chaotic spiking trajectory can
-    amplify this: see `docs/adjoint.md` and `gradient_check`.
+    **Gradients and the configuration.** Whenever it recomputes (fewer checkpoints
+    than steps, or `levels`), the solver runs inside `ExactRecompute`: the backward
+    sweep recomputes every state with the forward loop's own step, bit for bit, in
+    float32 too (diffrax alone recomputes under `jax.vjp`, compiled differently,
+    and XLA:CPU's FMA contraction then moves float32 states by a few ulps), and
+    differentiates each step from those states. So the configurations differ only
+    in the rounding of their backward computations: in float64 all agree to ~1e-15
+    (tested); in float32 every binomial configuration gives the same gradient bit
+    for bit on the tested cable and network, and `levels` (which differentiate
+    whole scans) or store-all (another compiled backward pass) differ from them by
+    a few eps. It costs one more evaluation of the step per recomputed step of the
+    backward sweep (100-compartment cable, 77 checkpoints: 63 → 66 ms) and shrinks
+    what `levels` store (XLA working memory 3.3 → 0.44 MB for `[40, 50]`). A
+    chaotic spiking trajectory can still amplify float32 rounding itself: see
+    `docs/adjoint.md` and `gradient_check`.
 
     **Arguments:**
 
