@@ -26,15 +26,17 @@ def _step_fwd(perturbed, arrays, static):
 
 @_step.def_bwd
 def _step_bwd(residuals, grad_out, perturbed, arrays, static):
-    del residuals, perturbed
-    # Differentiate only the outputs that have a cotangent (`None` for the others):
-    # the rest, e.g. an error estimate that nothing downstream differentiates, is
-    # then dead code in the backward sweep, as it is without this wrapper.
+    del residuals
+    # Differentiate only the outputs that have a cotangent (`None` for the others)
+    # with respect to the inputs that are perturbed: the rest, e.g. an error
+    # estimate that nothing downstream differentiates, or the cotangent of a model
+    # parameter nobody asked for, is then dead code in the backward sweep, as it is
+    # without this wrapper.
     wanted = jax.tree_util.tree_map(lambda g: g is not None, grad_out, is_leaf=_none)
-    floats, ints = eqx.partition(arrays, eqx.is_inexact_array)
+    diff, nondiff = eqx.partition(arrays, perturbed)
 
-    def step(f):
-        out = _plain_step(eqx.combine(f, ints), static)
+    def step(d):
+        out = _plain_step(eqx.combine(d, nondiff), static)
         return eqx.filter(out, wanted, is_leaf=_none)
 
     # A weakly typed integer among the inputs (diffrax's `WrapTerm.direction`)
@@ -43,7 +45,7 @@ def _step_bwd(residuals, grad_out, perturbed, arrays, static):
     # other operand's float type (int64 · float32 is float32), the type the weak
     # integer gave: the same computation.
     with jax.numpy_dtype_promotion("standard"):
-        _, vjp = eqx.filter_vjp(step, floats)
+        _, vjp = eqx.filter_vjp(step, diff)
         (grad,) = vjp(eqx.filter(grad_out, wanted, is_leaf=_none))
     return grad
 
