@@ -253,6 +253,16 @@ def test_stimulus_edge_is_a_step_boundary():
 _reference = {}
 
 
+def _compartment_reference(model):
+    """Spike times of the two-spike compartment (0.1 nA from 2 ms for 30 ms) from
+    CrankNicolson at fixed dt = 0.5 µs, computed once per session."""
+    if "c" not in _reference:
+        _reference["c"] = _spikes(
+            model, "soma", 30.0, dt=0.0005, solver=so.CrankNicolson(), save_dt=0.001
+        )[0]
+    return _reference["c"]
+
+
 def _spikes(model, name, t1, **kw):
     sim = so.simulate(model, t1, **kw)
     assert bool(sim.result == so.RESULTS.successful)
@@ -271,11 +281,7 @@ def test_spike_times_compartment(solver):
     0.024 ms.) The reference is CrankNicolson at fixed dt = 0.5 µs.
     """
     m = hh_compartment(amplitude=0.1, delay=2.0, duration=30.0)
-    if "c" not in _reference:
-        _reference["c"] = _spikes(
-            m, "soma", 30.0, dt=0.0005, solver=so.CrankNicolson(), save_dt=0.001
-        )[0]
-    ref = _reference["c"]
+    ref = _compartment_reference(m)
     errs, steps = [], []
     for tol in (1e-4, 1e-5, 1e-6):
         tol = jnp.asarray(tol)  # traced: one compilation for all three
@@ -306,11 +312,7 @@ def test_crank_nicolson_adaptive_accuracy_pinned():
     and 1000 steps.
     """
     m = hh_compartment(amplitude=0.1, delay=2.0, duration=30.0)
-    if "c" not in _reference:
-        _reference["c"] = _spikes(
-            m, "soma", 30.0, dt=0.0005, solver=so.CrankNicolson(), save_dt=0.001
-        )[0]
-    ref = _reference["c"]
+    ref = _compartment_reference(m)
     got, sim = _spikes(
         m,
         "soma",
@@ -341,11 +343,7 @@ def test_timing_tolerance_halves_the_spike_error_at_equal_steps():
     (`slope=inf` is the plain controller: one compilation for both.)
     """
     m = hh_compartment(amplitude=0.1, delay=2.0, duration=30.0)
-    if "c" not in _reference:
-        _reference["c"] = _spikes(
-            m, "soma", 30.0, dt=0.0005, solver=so.CrankNicolson(), save_dt=0.001
-        )[0]
-    ref = _reference["c"]
+    ref = _compartment_reference(m)
 
     @jax.jit
     def run(tol, slope):

@@ -22,6 +22,7 @@ from stable_ode._adjoint import (
     DEFAULT_MEMORY_BYTES,
     gradient_check,
 )
+from stable_ode._solver._wrapped import AbstractWrappedSolver
 
 
 T1, DT = 20.0, 0.025  # 800 steps
@@ -228,38 +229,18 @@ def test_gradient_same_for_every_configuration_float32():
         assert rel["diffrax-default"] <= 100 * eps, rel
 
 
-class _Probe(dfx.AbstractSolver):
+class _Probe(AbstractWrappedSolver):
     """Records the state every step starts from: the forward pass's states, the
     backward sweep's recomputed ones, and the states the backward sweep
     differentiates each step at (`Checkpointing` wraps its solver, this probe
     included, in `ExactRecompute`, whose backward rule evaluates the step again: its
     outputs there are not states of the solve, its inputs are)."""
 
-    inner: dfx.AbstractSolver
-
-    @property
-    def term_structure(self):
-        return self.inner.term_structure
-
-    @property
-    def interpolation_cls(self):
-        return self.inner.interpolation_cls
-
-    def order(self, terms):
-        return self.inner.order(terms)
-
-    def error_order(self, terms):
-        return self.inner.error_order(terms)
-
-    def init(self, terms, t0, t1, y0, args):
-        return self.inner.init(terms, t0, t1, y0, args)
+    solver: dfx.AbstractSolver
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         jax.debug.callback(_record, t0, y0.v, y0.gates)
-        return self.inner.step(terms, t0, t1, y0, args, solver_state, made_jump)
-
-    def func(self, terms, t0, y0, args):
-        return self.inner.func(terms, t0, y0, args)
+        return self.solver.step(terms, t0, t1, y0, args, solver_state, made_jump)
 
 
 _LOG = []

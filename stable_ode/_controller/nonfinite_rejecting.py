@@ -13,6 +13,7 @@ from ._bookkeeping import (
     StepStats,
     tree_all_finite,
 )
+from ._wrapped import AbstractWrappedController
 
 
 _InnerState = TypeVar("_InnerState")
@@ -26,9 +27,7 @@ class NonFiniteRejectingState(eqx.Module, Generic[_InnerState]):
     stats: StepStats
 
 
-class NonFiniteRejecting(
-    dfx.AbstractAdaptiveStepSizeController[NonFiniteRejectingState, float | None]
-):
+class NonFiniteRejecting(AbstractWrappedController):
     r"""Wraps an adaptive step-size controller so that no non-finite step is ever
     accepted, and no non-finite value ever reaches the wrapped controller.
 
@@ -97,23 +96,6 @@ class NonFiniteRejecting(
             raise ValueError(f"max_nonfinite must be >= 1, got {self.max_nonfinite}")
         if isinstance(self.dtmin, (int, float)) and not self.dtmin > 0:
             raise ValueError(f"dtmin must be > 0 (ms) or None, got {self.dtmin}")
-
-    @property
-    def rtol(self):
-        return self.controller.rtol
-
-    @property
-    def atol(self):
-        return self.controller.atol
-
-    @property
-    def norm(self):  # pyright: ignore[reportIncompatibleMethodOverride]
-        return self.controller.norm
-
-    def wrap(self, direction):
-        return eqx.tree_at(
-            lambda c: c.controller, self, self.controller.wrap(direction)
-        )
 
     def init(
         self,

@@ -7,9 +7,10 @@ import jax.numpy as jnp
 from jaxtyping import PyTree
 
 from .._model import State
+from ._wrapped import AbstractWrappedController
 
 
-class TimingTolerance(dfx.AbstractAdaptiveStepSizeController):
+class TimingTolerance(AbstractWrappedController):
     r"""Wraps an adaptive step-size controller so that a voltage error on a steep
     flank counts as what it is, a shift in time.
 
@@ -74,23 +75,6 @@ class TimingTolerance(dfx.AbstractAdaptiveStepSizeController):
             )
         if isinstance(self.slope, (int, float)) and not self.slope > 0:
             raise ValueError(f"slope must be > 0 (mV/ms), got {self.slope}")
-
-    @property
-    def rtol(self):
-        return self.controller.rtol
-
-    @property
-    def atol(self):
-        return self.controller.atol
-
-    @property
-    def norm(self):  # pyright: ignore[reportIncompatibleMethodOverride]
-        return self.controller.norm
-
-    def wrap(self, direction):
-        return eqx.tree_at(
-            lambda c: c.controller, self, self.controller.wrap(direction)
-        )
 
     def init(
         self,

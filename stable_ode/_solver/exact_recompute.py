@@ -5,6 +5,8 @@ import diffrax as dfx
 import equinox as eqx
 import jax
 
+from ._wrapped import AbstractWrappedSolver
+
 
 def _plain_step(arrays, static):
     solver, terms, t0, t1, y0, args, solver_state, made_jump = eqx.combine(
@@ -54,7 +56,7 @@ def _none(x):
     return x is None
 
 
-class ExactRecompute(dfx.AbstractAdaptiveSolver):
+class ExactRecompute(AbstractWrappedSolver):
     """Wraps a solver so that, in reverse mode, a step's primal value is computed by
     the plain step and its derivative separately.
 
@@ -79,30 +81,7 @@ class ExactRecompute(dfx.AbstractAdaptiveSolver):
 
     solver: dfx.AbstractSolver
 
-    @property
-    def term_structure(self):
-        return self.solver.term_structure
-
-    @property
-    def interpolation_cls(self):  # pyright: ignore[reportIncompatibleVariableOverride]
-        return self.solver.interpolation_cls
-
-    def order(self, terms):
-        return self.solver.order(terms)
-
-    def strong_order(self, terms):
-        return self.solver.strong_order(terms)
-
-    def error_order(self, terms):
-        return self.solver.error_order(terms)
-
-    def init(self, terms, t0, t1, y0, args):
-        return self.solver.init(terms, t0, t1, y0, args)
-
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         inputs = (self.solver, terms, t0, t1, y0, args, solver_state, made_jump)
         arrays, static = eqx.partition(inputs, eqx.is_array)
         return _step(arrays, static)
-
-    def func(self, terms, t0, y0, args):
-        return self.solver.func(terms, t0, y0, args)

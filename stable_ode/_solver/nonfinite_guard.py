@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 
 from .._controller._bookkeeping import tree_all_finite
+from ._wrapped import AbstractWrappedSolver
 
 
 def _none(x):
@@ -49,7 +50,7 @@ def _step_jvp(primals, tangents):
     return out, _mask(bad, t_out)
 
 
-class NonFiniteGuard(dfx.AbstractAdaptiveSolver):
+class NonFiniteGuard(AbstractWrappedSolver):
     r"""Wraps a solver so that differentiating through a step that came out
     non-finite gives zero, not NaN.
 
@@ -74,26 +75,6 @@ class NonFiniteGuard(dfx.AbstractAdaptiveSolver):
     solver: dfx.AbstractSolver
     check_error: bool = eqx.field(static=True, default=True)
 
-    @property
-    def term_structure(self):  # pyright: ignore[reportIncompatibleVariableOverride]
-        return self.solver.term_structure
-
-    @property
-    def interpolation_cls(self):  # pyright: ignore[reportIncompatibleVariableOverride]
-        return self.solver.interpolation_cls
-
-    def order(self, terms):
-        return self.solver.order(terms)
-
-    def error_order(self, terms):
-        return self.solver.error_order(terms)
-
-    def strong_order(self, terms):
-        return self.solver.strong_order(terms)
-
-    def init(self, terms, t0, t1, y0, args):
-        return self.solver.init(terms, t0, t1, y0, args)
-
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         return _step(
             self.solver,
@@ -106,9 +87,6 @@ class NonFiniteGuard(dfx.AbstractAdaptiveSolver):
             made_jump,
             self.check_error,
         )
-
-    def func(self, terms, t0, y0, args):
-        return self.solver.func(terms, t0, y0, args)
 
 
 NonFiniteGuard.__init__.__doc__ = """**Arguments:**
