@@ -374,6 +374,35 @@ def test_timing_tolerance_halves_the_spike_error_at_equal_steps():
     assert errs[3.0, 1e-5] < 0.6 * errs[3.0, 3e-5]
 
 
+def test_timing_tolerance_under_vmap_and_grad():
+    """`TimingTolerance` in a batch (each member's steps its own) and under
+    `jax.grad` (the weight is not differentiated, as diffrax's controllers do not
+    differentiate their error norm: the gradient is finite and non-zero)."""
+    m = hh_compartment(amplitude=0.1, delay=2.0, duration=10.0)
+    controller = so.TimingTolerance(dfx.PIDController(rtol=0.0, atol=1e-4))
+
+    def v_end(a):
+        sim = so.simulate(
+            eqx.tree_at(lambda mm: mm.stimuli.step_amplitude, m, a),
+            12.0,
+            0.01,
+            solver=so.CrankNicolson(),
+            save_dt=0.5,
+            controller=controller,
+        )
+        return sim.recordings["soma"][-1], sim.stats["num_steps"]
+
+    amps = jnp.array([[0.05], [0.1]])
+    batched_v, batched_steps = jax.jit(jax.vmap(v_end))(amps)
+    single = [jax.jit(v_end)(a) for a in amps]
+    for k, (v, steps) in enumerate(single):
+        np.testing.assert_allclose(batched_v[k], v, rtol=1e-10)
+        assert int(batched_steps[k]) == int(steps)
+    assert int(single[0][1]) != int(single[1][1])  # the members step differently
+    g = jax.jit(jax.grad(lambda a: v_end(a)[0]))(jnp.array([0.05]))
+    assert np.all(np.isfinite(g)) and float(g[0]) != 0.0
+
+
 def test_spike_times_cable():
     m = hh_cable(n=6, length=300.0, amplitude=0.2, delay=1.0, duration=15.0)
     ref = _spikes(m, "end", 15.0, dt=0.0005, solver=so.CrankNicolson(), save_dt=0.001)[

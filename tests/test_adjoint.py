@@ -303,6 +303,26 @@ def test_recomputed_forward_float32(solver):
     print("exact-check: recomputed states")
 
 
+def test_recomputing_configurations_under_vmap():
+    """A batch of gradients (`jax.vmap(jax.grad)`) through a recomputing
+    configuration (`ExactRecompute` around the solver) equals the gradients taken
+    one by one."""
+    model = hh_cable(n=4, amplitude=0.2, duration=10.0)
+
+    def loss(p, adjoint):
+        sim = so.simulate(_with_params(model, p), 10.0, DT, adjoint=adjoint)
+        return jnp.mean(sim.recordings["end"])
+
+    ps = jnp.stack([_p(jnp.float64), _p(jnp.float64) * jnp.array([1.1, 1, 1, 0.5])])
+    for adjoint in (Checkpointing(5), Checkpointing(levels=[20, 20])):
+        grad = jax.jit(jax.grad(loss), static_argnums=1)
+        batched = jax.jit(jax.vmap(jax.grad(loss), in_axes=(0, None)), static_argnums=1)
+        one_by_one = np.stack([grad(p, adjoint) for p in ps])
+        together = np.asarray(batched(ps, adjoint))
+        assert np.all(np.isfinite(together))
+        np.testing.assert_allclose(together, one_by_one, rtol=1e-12)
+
+
 @pytest.mark.skipif(
     platform.machine().lower() not in ("x86_64", "amd64"),
     reason="--xla_cpu_max_isa=AVX is an x86-64 setting",
