@@ -23,7 +23,10 @@ Methods:
   diffrax.PIDController(rtol=0, atol=tol))`, the recommended configuration (a
   voltage error on a spike's flank counts as a shift in time; no relative
   tolerance on a potential), a sweep over `tol`;
-- `diffrax.Kvaerno5` with the same controller, a sweep over `tol`;
+- adaptive `diffrax.Tsit5` (explicit, fifth order) through `simulate`, plain and
+  "timing", on the compartment only (the cable is too stiff for an explicit
+  method), a sweep over `tol`;
+- `diffrax.Kvaerno5` with `PIDController(rtol=tol, atol=tol)`, a sweep over `tol`;
 - NEURON 9's CVODE (`cvode.atol(tol)`, `rtol = 0`), a sweep over `tol`; steps
   are the number of CVODE returns (`Vector.record(h._ref_t)`), which is the
   number of accepted steps.
@@ -410,6 +413,8 @@ def plan(mode: str) -> dict:
             cn_dts=[0.2, 0.1, 0.05, 0.025, 0.0125],
             cn_tols=[1e-3, 1e-4, 1e-5, 1e-6, 1e-7],
             timing_tols=[1e-4, 3e-5, 2e-5, 1e-5, 3e-6, 1e-6],
+            # explicit: the compartment only (the cable is stiff for it)
+            tsit5_tols={"compartment": [1e-3, 3e-4, 1e-4, 3e-5, 1e-5]},
             # 1e-6 needs more than simulate's 100,000 steps on the compartment
             be_tols=dict.fromkeys(("compartment", "cable"), [1e-3, 1e-4, 1e-5]),
             # Kvaerno5 on the 100-compartment cable: ~2 min per solve at tol 1e-5
@@ -429,6 +434,7 @@ def plan(mode: str) -> dict:
             cn_dts=[0.025],
             cn_tols=[1e-3, 1e-5],
             timing_tols=[2e-5, 1e-5],
+            tsit5_tols={"compartment": [1e-4]},
             be_tols={"compartment": [], "cable": []},
             k5_tols={"compartment": [1e-4], "cable": []},
             cv_tols=[1e-3, 1e-5],
@@ -443,6 +449,7 @@ def plan(mode: str) -> dict:
         cn_dts=[],
         cn_tols=[1e-3],
         timing_tols=[1e-4],
+        tsit5_tols={},
         be_tols={"compartment": []},
         k5_tols={"compartment": []},
         cv_tols=[1e-3],
@@ -489,6 +496,15 @@ def main(argv=None):
             "adaptive CrankNicolson timing",
             timing_controller,
         )
+        for label, controller in (
+            ("adaptive Tsit5", pid_controller),
+            ("adaptive Tsit5 timing", timing_controller),
+        ):
+            tols = p["tsit5_tols"].get(case.name, [])
+            if tols:
+                pts += run_adaptive(
+                    model, case, dfx.Tsit5(), tols, ref, repeats, label, controller
+                )
         be_tols = p["be_tols"][case.name]
         if be_tols:
             pts += run_adaptive(model, case, so.BackwardEuler(), be_tols, ref, repeats)
