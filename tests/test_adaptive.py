@@ -374,22 +374,29 @@ def test_timing_tolerance_halves_the_spike_error_at_equal_steps():
     assert errs[3.0, 1e-5] < 0.6 * errs[3.0, 3e-5]
 
 
+def _timing_run(amplitude, **kw):
+    """12 ms of an HH compartment with a step of `amplitude` (nA) from 2 ms,
+    adaptive CrankNicolson under `TimingTolerance(PIDController(rtol=0,
+    atol=1e-4))`, saved every 0.5 ms."""
+    m = hh_compartment(amplitude=0.1, delay=2.0, duration=10.0)
+    return so.simulate(
+        eqx.tree_at(lambda mm: mm.stimuli.step_amplitude, m, amplitude),
+        12.0,
+        0.01,
+        solver=so.CrankNicolson(),
+        save_dt=0.5,
+        controller=so.TimingTolerance(dfx.PIDController(rtol=0.0, atol=1e-4)),
+        **kw,
+    )
+
+
 def test_timing_tolerance_under_vmap_and_grad():
     """`TimingTolerance` in a batch (each member's steps its own) and under
     `jax.grad` (the weight is not differentiated, as diffrax's controllers do not
     differentiate their error norm: the gradient is finite and non-zero)."""
-    m = hh_compartment(amplitude=0.1, delay=2.0, duration=10.0)
-    controller = so.TimingTolerance(dfx.PIDController(rtol=0.0, atol=1e-4))
 
     def v_end(a):
-        sim = so.simulate(
-            eqx.tree_at(lambda mm: mm.stimuli.step_amplitude, m, a),
-            12.0,
-            0.01,
-            solver=so.CrankNicolson(),
-            save_dt=0.5,
-            controller=controller,
-        )
+        sim = _timing_run(a)
         return sim.recordings["soma"][-1], sim.stats["num_steps"]
 
     amps = jnp.array([[0.05], [0.1]])
@@ -408,20 +415,9 @@ def test_adaptive_gradient_through_recomputing_checkpoints():
     solver then runs inside `ExactRecompute`) gives the gradient of storing every
     step. Measured (2026-11-30): -40.1015549877036 both; Kvaerno5 and Tsit5 also
     agree (to 2e-12 relative), not run here for time."""
-    m = hh_compartment(amplitude=0.1, delay=2.0, duration=10.0)
-    controller = so.TimingTolerance(dfx.PIDController(rtol=0.0, atol=1e-4))
 
     def loss(a, adjoint):
-        sim = so.simulate(
-            eqx.tree_at(lambda mm: mm.stimuli.step_amplitude, m, a),
-            12.0,
-            0.01,
-            solver=so.CrankNicolson(),
-            save_dt=0.5,
-            controller=controller,
-            adjoint=adjoint,
-        )
-        return jnp.mean(sim.recordings["soma"])
+        return jnp.mean(_timing_run(a, adjoint=adjoint).recordings["soma"])
 
     grad = jax.jit(jax.grad(loss), static_argnums=1)
     a = jnp.array([0.1])
