@@ -176,14 +176,15 @@ class Checkpointing(dfx.AbstractAdjoint):
     and XLA:CPU's FMA contraction then moves float32 states by a few ulps), and
     differentiates each step from those states. So the configurations differ only
     in the rounding of their backward computations: in float64 all agree to ~1e-15
-    (tested); in float32 every binomial configuration gives the same gradient bit
-    for bit on the tested cable and network, and `levels` (which differentiate
-    whole scans) or store-all (another compiled backward pass) differ from them by
-    a few eps. It costs one more evaluation of the step per recomputed step of the
-    backward sweep (100-compartment cable, 77 checkpoints: 63 → 66 ms) and shrinks
-    what `levels` store (XLA working memory 3.3 → 0.44 MB for `[40, 50]`). A
-    chaotic spiking trajectory can still amplify float32 rounding itself: see
-    `docs/adjoint.md` and `gradient_check`.
+    (tested); in float32 every configuration that recomputes one step at a time
+    (`checkpoints=`, `memory_bytes=`, the default when it recomputes) gives the
+    same gradient bit for bit on the tested cable and network, and `levels` (which
+    differentiate whole scans) or store-all (another compiled backward pass)
+    differ from them by a few eps. It costs one more evaluation of the step per
+    recomputed step of the backward sweep (100-compartment cable, 77 checkpoints:
+    63 → 66 ms) and shrinks what `levels` store (XLA working memory 3.3 → 0.44 MB
+    for `[40, 50]`). A chaotic spiking trajectory can still amplify float32
+    rounding itself: see `docs/adjoint.md` and `gradient_check`.
 
     **Arguments:**
 

@@ -84,12 +84,6 @@ class NonFiniteRejecting(AbstractWrappedController):
     dtmin: float | None = None
 
     def __check_init__(self):
-        if not isinstance(self.controller, dfx.AbstractAdaptiveStepSizeController):
-            raise ValueError(
-                "NonFiniteRejecting wraps an adaptive controller (e.g. "
-                f"diffrax.PIDController), got {type(self.controller).__name__}; for "
-                "fixed steps use stable_ode.SafeStepTo"
-            )
         if isinstance(self.shrink, (int, float)) and not 0 < self.shrink < 1:
             raise ValueError(f"shrink must be in (0, 1), got {self.shrink}")
         if self.max_nonfinite < 1:

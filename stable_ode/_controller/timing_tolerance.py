@@ -1,10 +1,7 @@
-from collections.abc import Callable
-
 import diffrax as dfx
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import PyTree
 
 from .._model import State
 from ._wrapped import AbstractWrappedController
@@ -45,8 +42,8 @@ class TimingTolerance(AbstractWrappedController):
 
     Use it with `rtol=0`: a membrane potential has no natural zero (`-65 mV` at
     rest), so a relative tolerance on it only makes the absolute one about 65
-    times looser; with `rtol=atol=tol` the same compartment needs 6,391 steps for
-    0.008 ms.
+    times looser (on the same compartment a plain `PIDController(rtol=tol,
+    atol=tol)` needs 6,391 steps for 0.0082 ms, `rtol=0` 6,217 for 0.0055 ms).
 
     ```python
     controller = stable_ode.TimingTolerance(
@@ -67,27 +64,8 @@ class TimingTolerance(AbstractWrappedController):
     slope: float = 3.0
 
     def __check_init__(self):
-        if not isinstance(self.controller, dfx.AbstractAdaptiveStepSizeController):
-            raise ValueError(
-                "TimingTolerance wraps an adaptive controller (e.g. "
-                "diffrax.PIDController(rtol=0, atol=1e-5)), got "
-                f"{type(self.controller).__name__}"
-            )
         if isinstance(self.slope, (int, float)) and not self.slope > 0:
             raise ValueError(f"slope must be > 0 (mV/ms), got {self.slope}")
-
-    def init(
-        self,
-        terms: PyTree[dfx.AbstractTerm],
-        t0,
-        t1,
-        y0,
-        dt0,
-        args,
-        func: Callable,
-        error_order,
-    ):
-        return self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
 
     def adapt_step_size(
         self,

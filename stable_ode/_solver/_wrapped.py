@@ -33,3 +33,8 @@ class AbstractWrappedSolver(dfx.AbstractAdaptiveSolver):
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, args)
+
+
+def _none(x) -> bool:
+    """`is_leaf` for trees with `None` leaves (symbolic zeros, missing tangents)."""
+    return x is None

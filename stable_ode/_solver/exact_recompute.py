@@ -5,7 +5,7 @@ import diffrax as dfx
 import equinox as eqx
 import jax
 
-from ._wrapped import AbstractWrappedSolver
+from ._wrapped import _none, AbstractWrappedSolver
 
 
 def _plain_step(arrays, static):
@@ -50,10 +50,6 @@ def _step_bwd(residuals, grad_out, perturbed, arrays, static):
         _, vjp = eqx.filter_vjp(step, diff)
         (grad,) = vjp(eqx.filter(grad_out, wanted, is_leaf=_none))
     return grad
-
-
-def _none(x):
-    return x is None
 
 
 class ExactRecompute(AbstractWrappedSolver):

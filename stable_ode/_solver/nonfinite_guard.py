@@ -4,11 +4,7 @@ import jax
 import jax.numpy as jnp
 
 from .._controller._bookkeeping import tree_all_finite
-from ._wrapped import AbstractWrappedSolver
-
-
-def _none(x):
-    return x is None
+from ._wrapped import _none, AbstractWrappedSolver
 
 
 def _mask(bad, tree):
