@@ -79,4 +79,5 @@ from ._controller import (
 )
 from ._results import RESULTS as RESULTS
 from ._solver.nonfinite_guard import NonFiniteGuard as NonFiniteGuard
+from ._xla import set_cpu_small_loop_bytes as set_cpu_small_loop_bytes
 from .diagnostics import diagnose as diagnose, Diagnosis as Diagnosis
