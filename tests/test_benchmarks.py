@@ -105,6 +105,27 @@ def test_branched_smoke_without_jaxley_and_neuron(tmp_path):
 
 
 @pytest.mark.slow
+def test_profile_batch_smoke():
+    # The batch-profile script (not part of the runner) runs: one row per variant,
+    # each with a positive time and the kernel counts of its loops.
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.profile_batch", "--smoke"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [x for x in proc.stdout.splitlines() if x.startswith("| ")][1:]
+    expected = 6 + _have("jaxley")
+    assert len(rows) == expected, proc.stdout
+    for row in rows:
+        _, what, median, low, kernels, _ = (c.strip() for c in row.split("|"))
+        assert float(median) > 0 and float(low) > 0, row
+        assert kernels and all(k.isdigit() for k in kernels.split("+")), row
+
+
+@pytest.mark.slow
 def test_network_smoke(tmp_path):
     jaxley = _have("jaxley")
     _, rows = _smoke("network", tmp_path)
