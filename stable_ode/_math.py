@@ -185,8 +185,8 @@ def x_over_expm1(x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
     closed = a * jnp.where(x > 0, e, jnp.ones_like(x)) / jnp.maximum(1 - e, 0.25)
     xm = jnp.clip(x, -threshold, threshold)  # no x¹⁴ overflow off the branch
     x2 = xm * xm
-    poly = jnp.zeros_like(x)
-    for c in _X_OVER_EXPM1_SERIES:
+    poly = jnp.full_like(x, _X_OVER_EXPM1_SERIES[0])
+    for c in _X_OVER_EXPM1_SERIES[1:]:
         poly = c + x2 * poly
     series = 1 - xm / 2 + x2 * poly
     return jnp.where(small, series, closed)
@@ -228,8 +228,8 @@ def exprel(x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
     small = jnp.abs(x) < threshold
     regular = (safe_exp(x) - 1) / jnp.where(small, jnp.ones_like(x), x)
     xm = jnp.clip(x, -threshold, threshold)  # no x¹⁴ overflow off the branch
-    series = jnp.zeros_like(x)
-    for n in range(15, 0, -1):  # Σ xᵏ/(k+1)!, k = 0..14, by Horner's rule
+    series = jnp.ones_like(x)
+    for n in range(14, 0, -1):  # Σ xᵏ/(k+1)!, k = 0..14, by Horner's rule
         series = 1 + xm / (n + 1) * series
     return jnp.where(small, series, regular)
 
