@@ -1,6 +1,7 @@
 """Run every benchmark and collect what they print into `benchmarks/results.md`.
 
     python -m benchmarks [--quick | --smoke] [--only NAME ...] [--out FILE]
+                         [--small-loop-bytes N]
 
 Each benchmark runs in its own process (they set JAX's x64 flag and device count
 per process), one after the other so that they do not compete for the CPU; its
@@ -17,6 +18,10 @@ work-precision curves (`work_precision_{compartment,cable}.png`).
 `--quick` gives each benchmark its `--quick` (every comparison, fewer and smaller
 configurations: a few minutes on 2 cores); `--smoke` gives tiny models, float64
 only, for a test that the benchmarks run (`tests/test_benchmarks.py`).
+`--small-loop-bytes N` runs every benchmark process with XLA:CPU's small-loop
+threshold at `N` bytes (`stable_ode.set_cpu_small_loop_bytes`, which
+`python -m stable_ode` applies with 65,536; `docs/performance.md`): ours and the
+peers alike, since they share each process. Without it, XLA's default (1,024).
 """
 
 import argparse
@@ -72,7 +77,17 @@ def main(argv=None) -> int:
         "--only", nargs="+", choices=sorted(BENCHMARKS), help="run only these"
     )
     parser.add_argument("--out", default=os.path.join(HERE, "results.md"))
+    parser.add_argument(
+        "--small-loop-bytes",
+        type=int,
+        metavar="N",
+        help="XLA:CPU's small-while-loop threshold for every benchmark process",
+    )
     args = parser.parse_args(argv)
+    if args.small_loop_bytes is not None and args.small_loop_bytes <= 0:
+        parser.error(
+            f"--small-loop-bytes must be positive, got {args.small_loop_bytes}"
+        )
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     names = args.only or list(BENCHMARKS)
     out_dir = os.path.dirname(os.path.abspath(args.out))
@@ -84,6 +99,13 @@ def main(argv=None) -> int:
     env = dict(os.environ, BENCHMARKS_JSON=json_path)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     flag = "" if mode == "full" else f" --{mode}"
+    if args.small_loop_bytes is not None:
+        from stable_ode._xla import _with_small_loop_bytes
+
+        env["XLA_FLAGS"] = _with_small_loop_bytes(
+            env.get("XLA_FLAGS", ""), args.small_loop_bytes
+        )
+        flag += f" --small-loop-bytes {args.small_loop_bytes}"
     start_all, cpu_all = time.perf_counter(), _children_cpu()
     sections, timings, failed = [], [], []
     for name in names:
@@ -123,7 +145,9 @@ def main(argv=None) -> int:
         "",
         f"{now}; {platform.machine()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}; `python -m benchmarks{flag}`: "
-        f"{wall_all:.0f} s wall, {cpu_all:.0f} s CPU in all. Ratios are ours / "
+        f"{wall_all:.0f} s wall, {cpu_all:.0f} s CPU in all"
+        + (f"; `XLA_FLAGS={env['XLA_FLAGS']}`" if env.get("XLA_FLAGS") else "")
+        + ". Ratios are ours / "
         "peer's (≤ 1 is the target). See README.md for what each measures and for "
         "the analysis; the per-benchmark output below has every column.",
         "",

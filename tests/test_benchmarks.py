@@ -32,8 +32,9 @@ def _have(module: str) -> bool:
     return True
 
 
-def _smoke(name: str, tmp_path, hide=()) -> tuple[str, list[dict]]:
-    """Run `python -m benchmarks --smoke --only name`; returns (results.md, rows)."""
+def _smoke(name: str, tmp_path, hide=(), extra=()) -> tuple[str, list[dict]]:
+    """Run `python -m benchmarks --smoke --only name [extra]`; returns (results.md,
+    rows)."""
     env = None
     if hide:
         # modules that fail to import, ahead of the installed ones
@@ -48,7 +49,8 @@ def _smoke(name: str, tmp_path, hide=()) -> tuple[str, list[dict]]:
         env = dict(os.environ, PYTHONPATH=f"{fake}{os.pathsep}{ROOT}")
     out = tmp_path / "results.md"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--smoke", "--only", name, "--out", out],
+        [sys.executable, "-m", "benchmarks", "--smoke", "--only", name, "--out", out]
+        + list(extra),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -127,8 +129,10 @@ def test_profile_batch_smoke():
 
 @pytest.mark.slow
 def test_network_smoke(tmp_path):
+    # under a raised small-loop threshold (--small-loop-bytes), named in the header
     jaxley = _have("jaxley")
-    _, rows = _smoke("network", tmp_path)
+    text, rows = _smoke("network", tmp_path, extra=["--small-loop-bytes", "65536"])
+    assert "xla_cpu_small_while_loop_byte_threshold=65536`" in text.split("\n")[2]
     (row,) = rows
     _check_fixed(row, jaxley=jaxley, neuron=False)
     assert row["spikes"] > 0
