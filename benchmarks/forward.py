@@ -375,25 +375,7 @@ def run_batch(
 
     jaxley = None
     if have_jaxley():
-        import jaxley as jx
-
-        module = build_jaxley(case)
-        module.make_trainable("HH_gNa", verbose=False)
-
-        @jax.jit
-        def theirs(g):
-            def one(gi):
-                return jx.integrate(
-                    module,
-                    params=[{"HH_gNa": gi[None]}],
-                    t_max=case.t_max,
-                    delta_t=DT,
-                    solver="bwd_euler",
-                )
-
-            return jax.vmap(one)(g)
-
-        jaxley = ("vmap of bwd_euler", theirs, (jnp.asarray(gna, dtype),))
+        jaxley = ("vmap of bwd_euler", jaxley_batch(case), (jnp.asarray(gna, dtype),))
     nrn, neuron = None, None
     if have_neuron():
         cells, stims, recs = [], [], []
@@ -430,6 +412,31 @@ def run_batch(
     finally:
         if nrn is not None:
             nrn.close()
+
+
+def jaxley_batch(case: Case):
+    """Jaxley's `jax.vmap` of `jx.integrate` (`bwd_euler`) over the `HH_gNa` of
+    `case` (made trainable): a jitted function of the batch of `gnabar` values."""
+    import jax
+    import jaxley as jx
+
+    module = build_jaxley(case)
+    module.make_trainable("HH_gNa", verbose=False)
+
+    @jax.jit
+    def theirs(g):
+        def one(gi):
+            return jx.integrate(
+                module,
+                params=[{"HH_gNa": gi[None]}],
+                t_max=case.t_max,
+                delta_t=DT,
+                solver="bwd_euler",
+            )
+
+        return jax.vmap(one)(g)
+
+    return theirs
 
 
 def run_adaptive(

@@ -46,7 +46,7 @@ def profile_batch(
     import stable_ode as so
 
     from ._common import have_jaxley, loop_kernels, time_interleaved
-    from .forward import build_jaxley, build_ours, COMPARTMENT, DT, GNA_RANGE
+    from .forward import build_ours, COMPARTMENT, DT, GNA_RANGE, jaxley_batch
 
     dtype = jnp.float64 if dtype_name == "float64" else jnp.float32
     case = dataclasses.replace(COMPARTMENT, t_max=t_max)
@@ -109,21 +109,7 @@ def profile_batch(
     args = [(model, gna)] * len(fns)
     names = list(cases)
     if have_jaxley():
-        import jaxley as jx
-
-        module = build_jaxley(case)
-        module.make_trainable("HH_gNa", verbose=False)
-
-        @jax.jit
-        def theirs(g):
-            def one(gi):
-                return jx.integrate(
-                    module, params=[{"HH_gNa": gi[None]}], t_max=case.t_max,
-                    delta_t=DT, solver="bwd_euler",
-                )  # fmt: skip
-
-            return jax.vmap(one)(g)
-
+        theirs = jaxley_batch(case)
         fns.append(theirs)
         args.append((gna,))
         names.append("Jaxley vmap of bwd_euler (lax.scan)")
