@@ -28,9 +28,15 @@ def _with_small_loop_bytes(flags: str, max_bytes: int) -> str:
 
 
 def _backends_initialised() -> bool:
-    from jax._src import xla_bridge
+    """Whether JAX has started its backends (and so read `XLA_FLAGS`). JAX has no
+    public query; if its private one moves, assume not (setting the variable is
+    then at worst ignored) rather than break `python -m stable_ode`."""
+    try:
+        from jax._src import xla_bridge
 
-    return xla_bridge.backends_are_initialized()
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):
+        return False
 
 
 def set_cpu_small_loop_bytes(max_bytes: int = 65536) -> None:

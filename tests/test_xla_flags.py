@@ -117,3 +117,17 @@ def test_command_line_default(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS")
     _xla._command_line_default()
     assert "XLA_FLAGS" not in os.environ
+
+
+def test_unknown_jax_internals_do_not_break_the_setting(monkeypatch):
+    # If JAX's private backend query moves, the setting still applies (and the
+    # command line still starts) instead of failing.
+    from jax._src import xla_bridge
+
+    from stable_ode import _xla
+
+    monkeypatch.delattr(xla_bridge, "backends_are_initialized")
+    assert _xla._backends_initialised() is False
+    monkeypatch.setenv("XLA_FLAGS", "")
+    so.set_cpu_small_loop_bytes(2048)
+    assert os.environ["XLA_FLAGS"] == f"--xla_backend_extra_options={KEY}=2048"
