@@ -670,3 +670,15 @@ def main(argv: list[str] | None = None) -> int:
         code, message = _classify(e)
         print(f"{PROG}: error: {message}", file=sys.stderr)
         return code
+
+
+def command_line() -> int:
+    """The `python -m stable_ode` and `stable-ode` entry point: `main()` after
+    raising XLA:CPU's small-loop threshold (`set_cpu_small_loop_bytes(65536)`, so
+    small models' step loops run as one compiled function) unless `XLA_FLAGS`
+    already names it. It has to come before anything runs JAX, so it is not in
+    `main`, which tests call in-process."""
+    from ._xla import _command_line_default
+
+    _command_line_default()
+    return main()

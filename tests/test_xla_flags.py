@@ -131,3 +131,29 @@ def test_unknown_jax_internals_do_not_break_the_setting(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "")
     so.set_cpu_small_loop_bytes(2048)
     assert os.environ["XLA_FLAGS"] == f"--xla_backend_extra_options={KEY}=2048"
+
+
+def test_entry_points_apply_the_command_line_default():
+    # `python -m stable_ode` and the `stable-ode` console script both go through
+    # `_cli.command_line`, which sets the threshold before JAX starts.
+    import pathlib
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    scripts = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["stable-ode"] == "stable_ode._cli:command_line"
+    assert "command_line()" in (root / "stable_ode" / "__main__.py").read_text()
+    code = (
+        "import os, sys\n"
+        "sys.argv = ['stable-ode', '--version']\n"
+        "from stable_ode._cli import command_line\n"
+        "rc = command_line()\n"
+        "print(rc, os.environ['XLA_FLAGS'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env,
+        timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == f"--xla_backend_extra_options={KEY}=65536"
