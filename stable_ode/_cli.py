@@ -37,6 +37,7 @@ from ._plot import (
     spike_times,
     Stimulus,
 )
+from ._xla import _command_line_default
 
 
 PROG = "python -m stable_ode"
@@ -678,7 +679,5 @@ def command_line() -> int:
     small models' step loops run as one compiled function) unless `XLA_FLAGS`
     already names it. It has to come before anything runs JAX, so it is not in
     `main`, which tests call in-process."""
-    from ._xla import _command_line_default
-
     _command_line_default()
     return main()

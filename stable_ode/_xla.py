@@ -90,15 +90,10 @@ def set_cpu_small_loop_bytes(max_bytes: int = 65536) -> None:
       `XLA_FLAGS` once, so the setting would be silently ignored): call this
       first thing, or set `XLA_FLAGS` in the shell.
     """
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int):
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
         raise ValueError(
             f"max_bytes must be a positive int (bytes per loop iteration), got "
             f"{max_bytes!r}"
-        )
-    if max_bytes <= 0:
-        raise ValueError(
-            f"max_bytes must be a positive int (bytes per loop iteration), got "
-            f"{max_bytes}"
         )
     if _backends_initialised():
         raise RuntimeError(
