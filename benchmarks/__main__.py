@@ -232,12 +232,18 @@ def summary(rows: list[dict]) -> list[str]:
             )
         out.append("")
     grad = [r for r in rows if r["benchmark"] == "gradient" and "ms" in r]
-    inter = [r for r in grad if r.get("kind") == "interleaved"]
-    if inter:
+    for model in ("cable", "network"):
+        inter = [
+            r
+            for r in grad
+            if r.get("kind") == "interleaved" and r.get("model", "cable") == model
+        ]
+        if not inter:
+            continue
         best = min((r["ms"] for r in inter if r["impl"] == "jaxley"), default=None)
         out += [
-            "Gradient of the cable (interleaved in one process; ratio = time / the "
-            "better Jaxley configuration's):",
+            f"Gradient of the {model} (interleaved in one process; ratio = time / "
+            "the better Jaxley configuration's):",
             "",
             "| impl | configuration | ms | ratio | XLA temp MB |",
             "|---|---|---|---|---|",
@@ -341,7 +347,11 @@ def write_plots(rows: list[dict], folder: str) -> list[str]:
         written.append(path)
     grad = [r for r in rows if r["benchmark"] == "gradient" and "ms" in r]
     if grad:
-        inter = [r for r in grad if r.get("kind") == "interleaved"]
+        inter = [
+            r
+            for r in grad
+            if r.get("kind") == "interleaved" and r.get("model", "cable") == "cable"
+        ]
         proc = [
             r
             for r in grad

@@ -39,6 +39,14 @@ comparable to Jaxley without checkpointing); Jaxley 0.14 `jx.integrate(...)`
 without and with `checkpoint_lengths=[40, 50]`. Then our memory at 50, 200 and
 1,000 ms with a fixed `Checkpointing(100)` (sub-linear growth expected: the
 checkpoints are fixed, only recomputation and the recorded output grow).
+
+Separate processes run one after the other, so their times move with the
+machine's load (on this shared 2-core machine by up to 2x between minutes).
+The ratios to hold a configuration to are those of the **interleaved** timing at
+the end: one process per model, its configurations' calls alternating round
+robin (`_common.time_interleaved`), with each time's ratio to the better Jaxley
+configuration's (`INTERLEAVED`: the cable's and, in the full and quick runs, the
+network's).
 """
 
 import argparse
@@ -233,7 +241,7 @@ def worker(spec: dict) -> dict:
 
 
 def interleaved(specs: list[dict], repeats: int) -> list[dict]:
-    """Time several cable configurations in this one process, calls alternating
+    """Time several configurations of one model in this one process, calls alternating
     round robin (`_common.time_interleaved`) so that they share the machine's
     load; on a shared machine the separate processes' times can differ by 2x
     from one minute to the next, the ratios measured here do not. Each row also
@@ -263,35 +271,49 @@ def interleaved(specs: list[dict], repeats: int) -> list[dict]:
     return rows
 
 
-INTERLEAVED = [
-    ("jaxley", "none"),
-    ("jaxley", "levels=40,50"),
-    ("ours", "default"),
-    ("ours", "levels=40,50"),
-    ("ours", "store-all"),
-]
+INTERLEAVED = {
+    "cable": [
+        ("jaxley", "none"),
+        ("jaxley", "levels=40,50"),
+        ("ours", "default"),
+        ("ours", "levels=40,50"),
+        ("ours", "store-all"),
+    ],
+    # Jaxley without checkpointing is left out: 2.5x its `[40, 50]` time and 324
+    # MB of working memory in this process, it is no one's better configuration.
+    "network": [
+        ("jaxley", "levels=40,50"),
+        ("ours", "default"),
+        ("ours", "levels=40,50"),
+    ],
+}
 
 
-def interleaved_plan(mode: str) -> tuple[list[dict], int]:
-    """The configurations timed in one process with calls alternating, and the
-    number of rounds; without Jaxley, ours only."""
+def interleaved_plan(mode: str, model: str = "cable") -> tuple[list[dict], int]:
+    """The configurations of `model` (`"cable"` or `"network"`) timed in one
+    process with calls alternating, and the number of rounds; without Jaxley,
+    ours only. The smoke test times the cable only (an empty list for the
+    network)."""
     from ._common import have_jaxley
 
-    pairs = list(INTERLEAVED)
+    pairs = list(INTERLEAVED[model])
     t_max, repeats = 50.0, 15
     if mode == "quick":
-        # the configurations the quick run leaves out of the separate processes
-        pairs.insert(4, ("ours", "checkpoints=10"))
+        if model == "cable":
+            # the configuration the quick run leaves out of the separate processes
+            pairs.insert(4, ("ours", "checkpoints=10"))
         repeats = 3
     elif mode == "smoke":
         pairs, t_max, repeats = (
-            [("jaxley", "levels=40,50"), ("ours", "store-all")],
+            [("jaxley", "levels=40,50"), ("ours", "store-all")]
+            if model == "cable"
+            else [],
             5.0,
             1,
         )
     if not have_jaxley():
         pairs = [p for p in pairs if p[0] != "jaxley"]
-    specs = [dict(model="cable", impl=i, adjoint=a, t_max=t_max) for i, a in pairs]
+    specs = [dict(model=model, impl=i, adjoint=a, t_max=t_max) for i, a in pairs]
     return specs, repeats
 
 
@@ -511,7 +533,7 @@ def verdict(results: list[dict]) -> str:
 
 
 def main(argv=None) -> None:
-    from ._common import emit, format_table
+    from ._common import emit
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer configurations")
@@ -519,14 +541,14 @@ def main(argv=None) -> None:
         "--smoke", action="store_true", help="5 ms cable, 2 configurations (a test)"
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--interleaved", help=argparse.SUPPRESS)
+    parser.add_argument("--interleaved", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.worker:
         print("RESULT " + json.dumps(worker(json.loads(args.worker))), flush=True)
         return
     if args.interleaved:
-        specs, repeats = interleaved_plan(args.interleaved)
+        specs, repeats = interleaved_plan(*args.interleaved)
         rows = interleaved(specs, repeats)
         print("RESULT " + json.dumps(rows), flush=True)
         return
@@ -554,23 +576,42 @@ def main(argv=None) -> None:
     emit("gradient", [dict(r, kind="process") for r in results])
     print()
     print(verdict(results))
-    _, repeats = interleaved_plan(mode)
+    for model in INTERLEAVED:
+        specs, repeats = interleaved_plan(mode, model)
+        if specs:
+            print_interleaved(run_interleaved(mode, model), repeats)
+
+
+def run_interleaved(mode: str, model: str) -> list[dict]:
+    """`interleaved(*interleaved_plan(mode, model))` in a fresh process; its rows,
+    also emitted to `results.json` (`kind="interleaved"`)."""
+    from ._common import emit
+
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.gradient", "--interleaved", mode],
+        [sys.executable, "-m", "benchmarks.gradient", "--interleaved", mode, model],
         capture_output=True,
         text=True,
         env=dict(os.environ, JAX_PLATFORMS="cpu"),
     )
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     if not lines:
-        print("interleaved timing failed:", proc.stderr.strip()[-500:])
+        print(f"interleaved timing ({model}) failed:", proc.stderr.strip()[-500:])
         sys.exit(1)
     rows = json.loads(lines[-1][len("RESULT ") :])
     emit("gradient", [dict(r, kind="interleaved") for r in rows])
-    t_max = rows[0]["t_max"] if rows else 50.0
+    return rows
+
+
+def print_interleaved(rows: list[dict], repeats: int) -> None:
+    """The table of one model's interleaved rows, with each time's ratio to the
+    better Jaxley configuration's."""
+    from ._common import format_table
+
+    model, t_max = rows[0]["model"], rows[0]["t_max"]
     print(
-        f"\nCable gradient, {t_max:g} ms, timed in one process with calls "
-        f"alternating ({repeats} rounds); ratio = time / the best Jaxley median:"
+        f"\n{model.capitalize()} gradient, {t_max:g} ms, timed in one process with "
+        f"calls alternating ({repeats} rounds); ratio = time / the best Jaxley "
+        "median:"
     )
     best_jx = min((r["ms"] for r in rows if r["impl"] == "jaxley"), default=None)
     table = [

@@ -214,6 +214,26 @@ def test_summary_ratios_and_plots(tmp_path):
             ms=50.0,
             xla_temp_mb=0.5,
         ),  # fmt: skip
+        dict(
+            benchmark="gradient",
+            kind="interleaved",
+            model="network",
+            impl="jaxley",
+            adjoint="levels=40,50",
+            t_max=50.0,
+            ms=80.0,
+            xla_temp_mb=8.0,
+        ),  # fmt: skip
+        dict(
+            benchmark="gradient",
+            kind="interleaved",
+            model="network",
+            impl="ours",
+            adjoint="levels=40,50",
+            t_max=50.0,
+            ms=60.0,
+            xla_temp_mb=4.0,
+        ),  # fmt: skip
     ]
     text = "\n".join(runner.summary(rows))
     # ours / Jaxley and ours / NEURON, per dtype
@@ -226,7 +246,11 @@ def test_summary_ratios_and_plots(tmp_path):
         in (text)
     )
     assert "| diffrax Kvaerno5 | 0.0001 | 10 | 50.00 | 5.00 | — |" in text
-    assert "| ours | default | 50.0 | 2.50 | 0.50 |" in text
+    # each model's interleaved gradients against its own better Jaxley time
+    cable = text[text.index("Gradient of the cable") :]
+    network = cable[cable.index("Gradient of the network") :]
+    assert "| ours | default | 50.0 | 2.50 | 0.50 |" in cable
+    assert "| ours | levels=40,50 | 60.0 | 0.75 | 4.00 |" in network
     # float32 / float64: ours 12 / 30, Jaxley 8 / 10; the network (one dtype) is out
     dtype_part = text[text.index("## float32 against float64") :]
     assert "| 30.00 | 12.00 | 0.40 | 10.00 | 8.00 | 0.80 |" in dtype_part
