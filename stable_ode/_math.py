@@ -151,6 +151,64 @@ _X_OVER_EXPM1_SERIES = (
     -1 / 30 / 24,
     1 / 6 / 2,
 )
+# ... and of its derivative, -1/2 + Σ B₂ₖ x²ᵏ⁻¹/(2k-1)!, k = 1..7: the odd part's
+# coefficients, highest first for Horner's rule in x² (times x).
+_X_OVER_EXPM1_SLOPE_SERIES = (
+    7 / 6 / 6227020800,
+    -691 / 2730 / 39916800,
+    5 / 66 / 362880,
+    -1 / 30 / 5040,
+    1 / 42 / 120,
+    -1 / 30 / 6,
+    1 / 6,
+)
+
+
+def _horner_x2(x2, coefficients):
+    poly = jnp.full_like(x2, coefficients[0])
+    for c in coefficients[1:]:
+        poly = c + x2 * poly
+    return poly
+
+
+@jax.custom_jvp
+def _x_over_expm1(x):
+    threshold = x_over_expm1_threshold(x.dtype)
+    a = jnp.abs(x)
+    small = a < threshold
+    # One exponential for both signs (XLA:CPU's `expm1` is not vectorised in
+    # float32: measured ~15× the cost of `exp` on 100 compartments), and no select
+    # on `x` itself: with `e = exp(-|x|)`, `x/(exp(x) - 1)` is `|x|/(1 - e)` for
+    # `x < 0` and `|x|·e/(1 - e)` for `x > 0`. Off the series' branch `1 - e` is
+    # at least 0.39, so `maximum(1 - e, 0.25)` changes nothing there; it keeps the
+    # unused branch finite at 0. (Measured: selecting a safe `x` first,
+    # `where(small, 1, x)`, kept that select as a kernel of its own and cost ~30
+    # ns of a ~105 ns HH compartment step in float32.)
+    e = jnp.exp(-a)
+    closed = a * jnp.where(x > 0, e, jnp.ones_like(x)) / jnp.maximum(1 - e, 0.25)
+    xm = jnp.clip(x, -threshold, threshold)  # no x¹⁴ overflow off the branch
+    x2 = xm * xm
+    series = 1 - xm / 2 + x2 * _horner_x2(x2, _X_OVER_EXPM1_SERIES)
+    return jnp.where(small, series, closed)
+
+
+@_x_over_expm1.defjvp
+def _x_over_expm1_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    f = _x_over_expm1(x)
+    threshold = x_over_expm1_threshold(x.dtype)
+    small = jnp.abs(x) < threshold
+    # Off the series' branch, f' = f·(1 - (f + x))/x: with `e^x = 1 + x/f`, the
+    # quotient rule's (e^x - 1 - x·e^x)/(e^x - 1)² is that. `f + x` first: it is
+    # exact where f ≈ -x (x → -∞; `1 - f - x` lost the 1 for |x| > 2^53), and
+    # `1 - (f + x)` cancels nothing there (it is ≥ 0.22 in magnitude for |x| ≥ 0.5).
+    # Near 0 the derivative's own Taylor series. Cheaper to differentiate than the
+    # formula itself (measured: network `levels=[40, 50]` gradient 2% faster).
+    xs = jnp.where(small, jnp.ones_like(x), x)
+    closed = f * (1 - (f + x)) / xs
+    xm = jnp.clip(x, -threshold, threshold)
+    slope = -0.5 + xm * _horner_x2(xm * xm, _X_OVER_EXPM1_SLOPE_SERIES)
+    return f, jnp.where(small, slope, closed) * dx
 
 
 def x_over_expm1(x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
@@ -165,31 +223,16 @@ def x_over_expm1(x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
     holds for its gradient (which is `-1/2` at 0). For `x → +∞` it tends to 0
     (underflowing gracefully), for `x → -∞` to `-x`.
 
+    The derivative is its own closed form, `f·(1 - (f + x))/x` with `f` the value,
+    and near 0 its own Taylor series (a `jax.custom_jvp`; it differentiates again
+    for higher derivatives), accurate to a few ulp: cheaper in a backward pass than
+    differentiating the formula above.
+
     **Arguments:** `x`: dimensionless, any floating array.
 
     **Returns:** an array of `x`'s dtype and shape.
     """
-    x = _float(x)
-    threshold = x_over_expm1_threshold(x.dtype)
-    a = jnp.abs(x)
-    small = a < threshold
-    # One exponential for both signs (XLA:CPU's `expm1` is not vectorised in
-    # float32: measured ~15× the cost of `exp` on 100 compartments), and no select
-    # on `x` itself: with `e = exp(-|x|)`, `x/(exp(x) - 1)` is `|x|/(1 - e)` for
-    # `x < 0` and `|x|·e/(1 - e)` for `x > 0`. Off the series' branch `1 - e` is
-    # at least 0.39, so `maximum(1 - e, 0.25)` changes nothing there; it keeps the
-    # unused branch (and its gradient) finite at 0. (Measured: selecting a safe
-    # `x` first, `where(small, 1, x)`, kept that select as a kernel of its own and
-    # cost ~30 ns of a ~105 ns HH compartment step in float32.)
-    e = jnp.exp(-a)
-    closed = a * jnp.where(x > 0, e, jnp.ones_like(x)) / jnp.maximum(1 - e, 0.25)
-    xm = jnp.clip(x, -threshold, threshold)  # no x¹⁴ overflow off the branch
-    x2 = xm * xm
-    poly = jnp.full_like(x, _X_OVER_EXPM1_SERIES[0])
-    for c in _X_OVER_EXPM1_SERIES[1:]:
-        poly = c + x2 * poly
-    series = 1 - xm / 2 + x2 * poly
-    return jnp.where(small, series, closed)
+    return _x_over_expm1(_float(x))
 
 
 def vtrap(x: Float[ArrayLike, "*shape"], y: float | Float[ArrayLike, "*shape"]):
