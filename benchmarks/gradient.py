@@ -464,10 +464,14 @@ def print_results(results: list[dict]) -> None:
 MATCHED = (("default", "none"), ("store-all", "none"), ("levels=40,50", "levels=40,50"))
 
 
-def verdict(results: list[dict]) -> str:
+def verdict(results: list[dict], interleaved_rows: list[dict] = ()) -> str:
     """Whether ours ≤ Jaxley's time, peak RSS and XLA working memory, for each
-    model: at each matched configuration (`MATCHED`), and for every configuration
-    of ours against Jaxley's best."""
+    model, at each matched configuration (`MATCHED`). Times come from the
+    interleaved rows where both configurations were timed there (calls
+    alternating in one process: the machine's load is shared), else from the
+    separate processes. Our configurations without a Jaxley counterpart (fewer
+    checkpoints than Jaxley's levels store: time traded for memory) are listed
+    with their time and working memory relative to Jaxley's best."""
     ok = [r for r in results if "error" not in r and not r.get("growth")]
     lines = []
 
@@ -476,6 +480,11 @@ def verdict(results: list[dict]) -> str:
 
     for model in ("cable", "network"):
         rows = {(r["impl"], r["adjoint"]): r for r in ok if r["model"] == model}
+        inter = {
+            (r["impl"], r["adjoint"]): r
+            for r in interleaved_rows
+            if r["model"] == model
+        }
         jx_rows = [r for (impl, _), r in rows.items() if impl == "jaxley"]
         if not jx_rows:
             continue
@@ -484,29 +493,44 @@ def verdict(results: list[dict]) -> str:
             o, j = rows.get(("ours", ours_name)), rows.get(("jaxley", jx_name))
             if o is None or j is None:
                 continue
+            oi, ji = inter.get(("ours", ours_name)), inter.get(("jaxley", jx_name))
+            o_ms, j_ms, where = (
+                (oi["ms"], ji["ms"], "interleaved")
+                if oi is not None and ji is not None
+                else (o["ms"], j["ms"], "separate processes")
+            )
             checks = [
-                leq(o["ms"], j["ms"]),
+                leq(o_ms, j_ms),
                 leq(o["peak_rss_mb"], j["peak_rss_mb"]),
                 leq(o["xla_temp_mb"], j["xla_temp_mb"]),
             ]
             lines.append(
                 f"    ours {ours_name:>13} vs Jaxley {jx_name:>12}: "
-                f"{o['ms']:.1f} / {j['ms']:.1f} ms, "
+                f"{o_ms:.1f} / {j_ms:.1f} ms ({where}), "
                 f"{o['peak_rss_mb']:.0f} / {j['peak_rss_mb']:.0f} MB, "
                 f"{o['xla_temp_mb']:.2f} / {j['xla_temp_mb']:.2f} MB: "
                 + ("met" if all(checks) else "NOT met")
             )
+        matched = {name for name, _ in MATCHED}
+        others = [
+            r
+            for (impl, name), r in rows.items()
+            if impl == "ours" and name not in matched
+        ]
+        if not others:
+            continue
         best_ms = min(r["ms"] for r in jx_rows)
-        best_mb = min(r["peak_rss_mb"] for r in jx_rows)
-        lines.append(f"  {model}, every configuration of ours against Jaxley's best:")
-        for (impl, name), r in rows.items():
-            if impl != "ours":
-                continue
-            met = r["ms"] <= best_ms and r["peak_rss_mb"] <= best_mb
+        least_mb = min(r["xla_temp_mb"] for r in jx_rows)
+        lines.append(
+            f"  {model}, ours without a Jaxley counterpart (time traded for memory; "
+            "separate processes):"
+        )
+        for r in others:
             lines.append(
-                f"    ours {name:>15}: {r['ms']:.1f} ms (Jaxley best {best_ms:.1f}), "
-                f"{r['peak_rss_mb']:.0f} MB (Jaxley best {best_mb:.0f}): "
-                + ("met" if met else "NOT met")
+                f"    ours {r['adjoint']:>15}: {r['ms']:.1f} ms "
+                f"({r['ms'] / best_ms:.2f}x Jaxley's best), XLA temp "
+                f"{r['xla_temp_mb']:.2f} MB ({r['xla_temp_mb'] / least_mb:.2f}x "
+                "Jaxley's least)"
             )
     if not lines:
         return "verdict: missing rows"
@@ -574,12 +598,15 @@ def main(argv=None) -> None:
     print()
     print_results(results)
     emit("gradient", [dict(r, kind="process") for r in results])
-    print()
-    print(verdict(results))
+    interleaved_rows = []
     for model in INTERLEAVED:
         specs, repeats = interleaved_plan(mode, model)
         if specs:
-            print_interleaved(run_interleaved(mode, model), repeats)
+            rows = run_interleaved(mode, model)
+            print_interleaved(rows, repeats)
+            interleaved_rows += rows
+    print()
+    print(verdict(results, interleaved_rows))
 
 
 def run_interleaved(mode: str, model: str) -> list[dict]:
