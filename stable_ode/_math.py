@@ -15,8 +15,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 
 # A product of two rates, each `safe_exp(...)` times a factor of up to this much
-# (rate coefficient × q10 × `safe_exp`'s slow continuation above its bound, which
-# is at most 1 + log(finfo.max) ≈ 90 in float32), stays below `finfo.max`.
+# (rate coefficient × q10 × `safe_exp`'s bounded continuation above its bound,
+# which is below 1 + log(finfo.max) ≈ 90 in float32), stays below `finfo.max`.
 _RATE_FACTOR_MARGIN = 1e5
 
 
@@ -44,71 +44,51 @@ def exp_bound(dtype) -> float:
     return float(np.log(np.finfo(dtype).max)) / 2 - float(np.log(_RATE_FACTOR_MARGIN))
 
 
-_LN2 = float(np.log(2.0))
-# (unsigned type, mantissa bits, exponent bias) of the float dtypes `_log_continuation`
-# takes apart.
-_FLOAT_BITS = {
-    np.dtype(np.float32): (jnp.uint32, 23, 127),
-    np.dtype(np.float64): (jnp.uint64, 52, 1023),
-}
+def _continuation_scale(dtype) -> float:
+    """`K = log(finfo(dtype).max)`: the bound of `safe_exp`'s continuation factor."""
+    return float(np.log(np.finfo(dtype).max))
 
 
-def _split(y):
-    """`(exponent, t)` with `y = 2^exponent·(1 + t)`, `t` in [0, 1), for finite
-    `y >= 1` (read off the bits: no special values to handle there)."""
-    utype, nbits, bias = _FLOAT_BITS[np.dtype(y.dtype)]
-    bits = jax.lax.bitcast_convert_type(y, utype)
-    exponent = (bits >> nbits).astype(jnp.int32) - bias
-    mantissa = jax.lax.bitcast_convert_type(
-        (bits & utype((1 << nbits) - 1)) | utype(bias << nbits), y.dtype
-    )
-    return exponent.astype(y.dtype), mantissa - 1
-
-
-_Q = 1 - _LN2  # the quadratic's coefficient: t·(1 - Q·t) is ln 2 at t = 1
-
-
-def _log_and_slope(u):
-    """`L(1 + u)` for `u >= 0`, and its derivative as `(numerator, 1 + u)`: a
-    piecewise-quadratic logarithm, exact at powers of two. With
-    `1 + u = 2^e·(1 + t)`: `L = e·ln 2 + t·(1 - (1 - ln 2)·t)`. `L(1) = 0`, slope
-    1 there, continuous and increasing, `log ≤ L ≤ log + 0.0197`. (`log` itself
-    for other dtypes.)"""
-    y = 1 + u
-    if np.dtype(u.dtype) not in _FLOAT_BITS:
-        return jnp.log(y), jnp.ones_like(y), y
-    e, t = _split(y)
-    # dL/du = (1 - 2·Q·t)·2^-e, with 2^-e = (1 + t)/y: at least 0.38/y.
-    return e * _LN2 + t * (1 - _Q * t), (1 - 2 * _Q * t) * (1 + t), y
+def _rational_and_slope(u):
+    """`r(u) = u/(1 + u/K)` for `u >= 0` and its derivative `1/(1 + u/K)²`, with
+    `K = _continuation_scale(dtype)`: `r(0) = 0` with slope 1 there, increasing,
+    and below `K`. One division (`s = 1/(1 + u/K)`) serves both."""
+    k = _continuation_scale(u.dtype)
+    s = 1 / (1 + u * (1 / k))
+    return u * s, s * s
 
 
 @jax.custom_jvp
-def _log_continuation(u):
-    """`L(1 + u)` (`_log_and_slope`), differentiable."""
-    return _log_and_slope(u)[0]
+def _continuation(u):
+    """`r(u)` (`_rational_and_slope`), differentiable with its exact slope (the
+    quotient rule's `1/y - (u/K)/y²` cancels to noise, even below 0, once
+    `u/K` is large)."""
+    return _rational_and_slope(u)[0]
 
 
-@_log_continuation.defjvp
-def _log_continuation_jvp(primals, tangents):
+@_continuation.defjvp
+def _continuation_jvp(primals, tangents):
     (u,), (du,) = primals, tangents
-    value, numerator, y = _log_and_slope(u)
-    # Divide last: `1/y` alone is subnormal (flushed to 0) for `y` near finfo.max.
-    return value, du * numerator / y
+    value, slope = _rational_and_slope(u)
+    return value, du * slope
 
 
 def safe_exp(x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
     """`exp(x)`, exact for `x <= exp_bound(dtype)` and finite above it.
 
-    Above the bound `b` it continues as `exp(b)·(1 + L(1 + x - b))`, where `L` is a
-    logarithm interpolated by quadratics between powers of two (exact at them,
-    `L(1) = 0` with slope 1, at most 0.0197 above `log`): continuous, continuously
-    differentiable at `b`, increasing, and never overflowing (at most
-    `exp(b)·(1.02 + log(finfo.max))`), with a finite, non-zero gradient for every
-    finite `x` (so an optimiser still sees the direction). Gradients are NaN-free
-    for every finite input (the "double where" pattern). `L` rather than `log`:
-    the continuation only has to bound the value, and XLA:CPU does not vectorise
-    float64 `log` (measured: `safe_exp` on 100 compartments costs 1.4× `exp` with
-    `L`, 3.6× with float64 `log`).
+    Above the bound `b` it continues as `exp(b)·(1 + r(x - b))` with the rational
+    `r(u) = u/(1 + u/K)`, `K = log(finfo.max)` (88.7 in float32, 709.8 in
+    float64): continuous, continuously differentiable at `b` (slope `exp(b)` on
+    both sides), increasing, and never overflowing (below `exp(b)·(1 +
+    log(finfo.max))`, for every `x` up to `+inf`). Its gradient is
+    `exp(b)/(1 + (x - b)/K)²`: finite everywhere, positive (so an optimiser still
+    sees the direction) until it underflows where `x - b` exceeds `K/√tiny`
+    (`8e20` in float32, `5e156` in float64). Gradients are NaN-free for every
+    finite input (the "double where" pattern). A rational rather than a
+    logarithm: it costs one division, where a logarithm (XLA:CPU does not
+    vectorise float64 `log`) or one read off the float's bits cost more (measured:
+    the 100-cell network's `levels=[40, 50]` gradient 75 → 71 ms against a
+    piecewise-quadratic logarithm of the bits).
 
     **Arguments:** `x`: any floating array (integers become the default float).
 
@@ -118,8 +98,11 @@ def safe_exp(x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
     b = jnp.asarray(exp_bound(x.dtype), x.dtype)
     above = x > b
     e = jnp.exp(jnp.where(above, b, x))
-    excess = jnp.where(above, x - b, jnp.zeros_like(x))
-    return jnp.where(above, e * (1 + _log_continuation(excess)), e)
+    # `minimum`: `x = +inf` gives `r(finfo.max)`, finite, not `inf·0`.
+    excess = jnp.where(
+        above, jnp.minimum(x - b, jnp.finfo(x.dtype).max), jnp.zeros_like(x)
+    )
+    return jnp.where(above, e * (1 + _continuation(excess)), e)
 
 
 def x_over_expm1_threshold(dtype) -> float:
