@@ -1,8 +1,9 @@
 """Safe elementary functions for channel kinetics.
 
 Every built-in mechanism uses these, and users' own mechanisms should too. Each is
-exact where the naive formula is finite and accurate, and finite (with a finite,
-non-zero gradient) where the naive formula would overflow or divide 0 by 0.
+exact where the naive formula is finite and accurate, and finite (with a finite
+gradient, non-zero until it underflows) where the naive formula would overflow or
+divide 0 by 0.
 Bounds come from `jnp.finfo(dtype)` of the argument: there is no hard-coded 20 or 88.
 """
 
