@@ -3,6 +3,7 @@ the same computation with their peers, and the runner's summary and plots are
 right. Jaxley is not a test dependency: without it its columns are left out
 (one case runs with Jaxley and NEURON hidden to check that)."""
 
+import importlib
 import json
 import math
 import pathlib
@@ -15,13 +16,17 @@ import pytest
 ROOT = pathlib.Path(__file__).parent.parent
 
 
-def _runner():
+def _bench_module(name: str):
+    """`benchmarks.<name>`, imported from the repository root."""
     sys.path.insert(0, str(ROOT))
     try:
-        from benchmarks import __main__ as runner
+        return importlib.import_module(f"benchmarks.{name}")
     finally:
         sys.path.remove(str(ROOT))
-    return runner
+
+
+def _runner():
+    return _bench_module("__main__")
 
 
 def _have(module: str) -> bool:
@@ -235,20 +240,11 @@ def test_summary_ratios_and_plots(tmp_path):
     assert all(pathlib.Path(p).stat().st_size > 1000 for p in paths)
 
 
-def _gradient_module():
-    sys.path.insert(0, str(ROOT))
-    try:
-        from benchmarks import gradient
-    finally:
-        sys.path.remove(str(ROOT))
-    return gradient
-
-
 def test_gradient_verdict_takes_interleaved_times():
     """Matched configurations are judged on the interleaved times when both were
     timed there (the separate processes' times move with the load); ours-only
     configurations are listed against Jaxley's best, not judged."""
-    gradient = _gradient_module()
+    gradient = _bench_module("gradient")
 
     def proc(model, impl, adjoint, ms, rss, temp):
         return dict(model=model, impl=impl, adjoint=adjoint, t_max=50.0, ms=ms,
