@@ -11,7 +11,10 @@ from helpers import spike_times
 
 import stable_ode as so
 from stable_ode.morphology import (
+    ChainTreeSolver,
     hines_schedule,
+    LevelTreeSolver,
+    SequentialTreeSolver,
     TreeCoupling,
     TreeLinearOperator,
     TreeSolver,
@@ -156,6 +159,11 @@ PLAN_CASES = [
 ]
 
 
+SOLVERS = dict(
+    sequential=SequentialTreeSolver(), chains=ChainTreeSolver(), scan=LevelTreeSolver()
+)
+
+
 @pytest.mark.parametrize("case", range(len(PLAN_CASES)))
 def test_tree_plan_solve_matches_dense(case):
     parent, kwargs = PLAN_CASES[case]
@@ -176,7 +184,7 @@ def test_tree_plan_solve_matches_dense(case):
             )
             if which == "dense":
                 return jnp.linalg.solve(op.as_matrix(), b)
-            return lx.linear_solve(op, b, TreeSolver(method=which)).value
+            return lx.linear_solve(op, b, SOLVERS[which]).value
 
         def loss(diag, off, b, which):
             return jnp.sum(w * jnp.tanh(solve(diag, off, b, which)))
@@ -236,7 +244,7 @@ def test_tree_plan_solve_vmap_and_float32():
 
         def solve(d, off, b, method=method):
             op = TreeLinearOperator(d, off, jnp.asarray(parent), schedule, plan)
-            return lx.linear_solve(op, b, TreeSolver(method=method)).value
+            return lx.linear_solve(op, b, SOLVERS[method]).value
 
         x = jax.jit(jax.vmap(solve, in_axes=(0, None, 0)))(diags, off, b)
         for k in range(3):
@@ -261,19 +269,27 @@ def test_tree_solver_methods():
     schedule = jnp.asarray(hines_schedule(parent))
     diag, off = random_operator(np.random.default_rng(5), parent)
     no_plan = TreeLinearOperator(diag, off, jnp.asarray(parent), schedule)
-    for method in ("sequential", "chains"):
+    for solver in (SequentialTreeSolver(), ChainTreeSolver()):
         with pytest.raises(ValueError, match="needs the operator's plan"):
-            lx.linear_solve(no_plan, jnp.ones(n), TreeSolver(method=method))
-    with pytest.raises(ValueError, match="method must be one of"):
-        TreeSolver(method="thomas")
-    # "auto": sequential on the CPU up to the limit, chains above it, scan
-    # without a plan.
+            lx.linear_solve(no_plan, jnp.ones(n), solver)
+    with pytest.raises(ValueError, match="sequential_limit"):
+        TreeSolver(sequential_limit=-1)
+    # The chooser: sequential on the CPU up to the limit, chains above it, levels
+    # without a plan; its solve is the chosen solver's, bit for bit.
     with_plan = TreeLinearOperator(
         diag, off, jnp.asarray(parent), schedule, tree_plan(parent)
     )
-    assert TreeSolver()._method(with_plan) == "sequential"
-    assert TreeSolver(sequential_limit=n - 1)._method(with_plan) == "chains"
-    assert TreeSolver()._method(no_plan) == "scan"
+    assert TreeSolver().select_solver(with_plan) == SequentialTreeSolver()
+    assert TreeSolver(n - 1).select_solver(with_plan) == ChainTreeSolver()
+    assert TreeSolver().select_solver(no_plan) == LevelTreeSolver()
+    b = jnp.asarray(np.random.default_rng(6).normal(size=n))
+    for op, limit in ((with_plan, n), (with_plan, n - 1), (no_plan, n)):
+        auto = TreeSolver(limit)
+        x = lx.linear_solve(op, b, auto).value
+        chosen = lx.linear_solve(op, b, auto.select_solver(op)).value
+        assert jnp.array_equal(x, chosen)
+    with pytest.raises(ValueError, match="TreeLinearOperator"):
+        TreeSolver().select_solver(lx.DiagonalLinearOperator(jnp.ones(3)))
 
 
 # A small branched cell: soma with three dendrites; d1 has two children, one of them
