@@ -1,10 +1,9 @@
-"""Reverse-mode configuration: recursive checkpointing chosen by what the user knows,
-and a check of float32 gradients against a better-conditioned probe."""
+"""`Checkpointing`: reverse mode through the solve by recursive checkpointing,
+configured by a number of checkpoints, nested levels or a memory budget."""
 
 import functools
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import diffrax as dfx
 import equinox as eqx
@@ -12,15 +11,10 @@ import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float, PyTree
 
-from ._solver.exact_recompute import ExactRecompute
-
-
-try:  # equinox's loop rewriting (buffers, vmap, step limit), as its bounded loop uses
-    from equinox.internal._loop.common import common_rewrite, fixed_asarray
-except ImportError:  # a private module: without it, `levels` uses the binomial scheme
-    common_rewrite = fixed_asarray = None
+from .._compat import common_rewrite
+from .._solver.exact_recompute import ExactRecompute
+from .nested import _nested_while_loop
 
 
 def _nbytes(tree) -> int:
@@ -50,69 +44,6 @@ def _fixed_steps(stepsize_controller) -> int | None:
     return int(np.shape(ts)[0]) - 1
 
 
-def _nested_while_loop(
-    cond_fun, body_fun, init_val, *, max_steps, buffers=None, levels, **kwargs
-):
-    """diffrax's step loop as nested `lax.scan`s of lengths `levels` (outermost
-    first), every level but the innermost under `jax.checkpoint`: Jaxley's
-    `checkpoint_lengths`. Reverse mode stores one loop state per outer segment,
-    recomputes each segment once and differentiates it with its residuals
-    stored: every step recomputed `len(levels) - 1` times.
-
-    Every iteration inside a segment runs the step; once `cond_fun` fails (the
-    solve is done) equinox's loop rewriting discards its results with a select
-    (`makes_false_steps=True`; a `lax.cond` around each step, as equinox's
-    bounded loop has, made the backward pass ~1.6× slower: its branches are not
-    fused with the rest of the step). A discarded step is differentiated with
-    zero cotangents, and `NonFiniteGuard` keeps a non-finite one from turning
-    them into NaN. The grid needs `prod(levels)` iterations; a solve whose
-    non-finite steps were retried in sub-steps needs more, so there are outer
-    segments up to `max_steps` iterations, each skipped by one `lax.cond` when
-    the solve is done (measured on the HH cable: compile 4.0 s and peak RSS ~650
-    MB, against 7.9 s and 1,000 MB with a checkpointed `while_loop` for the
-    remaining iterations). With `max_steps=None` the rest runs in a checkpointed
-    `while_loop`."""
-    del kwargs
-    inner = math.prod(levels[1:])
-    # Outer segments to cover `max_steps` iterations: the grid needs
-    # `prod(levels)` unless a non-finite step was retried in sub-steps; a segment
-    # the solve no longer needs is skipped by a `lax.cond` (one per segment).
-    if max_steps is None:
-        outer = levels[0]
-    else:
-        outer = max(levels[0], -(-max_steps // inner))
-    bound = outer * inner if max_steps is None else max_steps
-    init_val = jax.tree_util.tree_map(fixed_asarray, init_val)
-    cond_, body_, val, _ = common_rewrite(
-        cond_fun, body_fun, init_val, bound, buffers, makes_false_steps=True
-    )
-
-    def run(val, lengths):
-        if not lengths:
-            return body_(val)
-
-        def scan_fn(v, _):
-            return run(v, lengths[1:]), None
-
-        if len(lengths) > 1:
-            scan_fn = jax.checkpoint(scan_fn, prevent_cse=False)
-        return jax.lax.scan(scan_fn, val, xs=None, length=lengths[0])[0]
-
-    def segment(v, _):
-        return jax.lax.cond(
-            cond_(v), lambda v: run(v, tuple(levels[1:])), lambda v: v, v
-        ), None
-
-    if len(levels) > 1:
-        segment = jax.checkpoint(segment, prevent_cse=False)
-    _, _, _, val = jax.lax.scan(segment, val, xs=None, length=outer)[0]
-    if max_steps is None:
-        val = eqxi.while_loop(
-            cond_fun, body_fun, val, buffers=buffers, kind="checkpointed"
-        )
-    return val
-
-
 class Checkpointing(dfx.AbstractAdjoint):
     """Reverse mode through the solve by recursive (binomial, "treeverse")
     checkpointing, configured by what you know: a number of checkpoints, nested
@@ -134,13 +65,8 @@ class Checkpointing(dfx.AbstractAdjoint):
       in sub-steps, which need more than `l1·l2·...` iterations, there are further
       outer segments up to the step budget, each skipped by one `lax.cond` when
       the solve is done: `ceil(max_steps / (l2·...))` outer checkpoints in all,
-      60 for `[40, 50]` with `simulate`'s budget of 3,000.) Measured on the
-      100-compartment HH cable, 50 ms, 2 recordings, `[40, 50]` (2026-11-30,
-      each in its own process): gradient 40.2 ms against Jaxley's 42.7 ms with
-      the same levels, peak process RSS 539 MB (Jaxley 772 MB), XLA working
-      memory 0.44 MB (Jaxley 2.7 MB; 3.3 MB before `ExactRecompute`, when our
-      step kept all its intermediates as residuals). On the 100-neuron network
-      1.08× Jaxley's time (80 vs 75 ms) at half its working memory.
+      60 for `[40, 50]` with `simulate`'s budget of 3,000.) `benchmarks/gradient.py`
+      compares it with Jaxley's `checkpoint_lengths` at the same levels.
       One level `[n]` is `checkpoints=n`. (The scans use equinox's private loop
       helpers; should a release move them, `levels` falls back to `l1 + l2 + ...`
       checkpoints of the binomial scheme: the same gradient, other timings.)
@@ -160,9 +86,8 @@ class Checkpointing(dfx.AbstractAdjoint):
       bytes × n_compartments plus solver state, 3–40 kB: 50–200 ms at `dt` 0.025 ms
       (`simulate` allows 3,000–9,000 steps) is stored entirely for 100
       compartments (10–30 MB) and takes 1,600–9,000 checkpoints for 1,000
-      (64 MiB). Measured on the 100-compartment HH cable, 50 ms: the gradient in
-      0.55× the time of diffrax's 77 checkpoints (store every step: 9.5 MB of XLA
-      working memory instead of 0.5 MB). The budget is per solve: under `vmap`
+      (64 MiB). Storing every step trades memory for the recomputation diffrax's
+      own count would do. The budget is per solve: under `vmap`
       every batch member holds its own, so give `checkpoints=` or
       `memory_bytes=` for large batches.
 
@@ -181,9 +106,9 @@ class Checkpointing(dfx.AbstractAdjoint):
     same gradient bit for bit on the tested cable and network, and `levels` (which
     differentiate whole scans) or store-all (another compiled backward pass)
     differ from them by a few eps. It costs one more evaluation of the step per
-    recomputed step of the backward sweep (100-compartment cable, 77 checkpoints:
-    63 → 66 ms) and shrinks what `levels` store (XLA working memory 3.3 → 0.44 MB
-    for `[40, 50]`). A chaotic spiking trajectory can still amplify float32
+    recomputed step of the backward sweep, and shrinks what `levels` store (the
+    step's intermediates are recomputed instead of kept as residuals). A chaotic
+    spiking trajectory can still amplify float32
     rounding itself: see `docs/adjoint.md` and `gradient_check`.
 
     **Arguments:**
@@ -333,140 +258,3 @@ class Checkpointing(dfx.AbstractAdjoint):
             stepsize_controller=stepsize_controller,
             **kwargs,
         )
-
-
-class GradientCheck(eqx.Module):
-    """The result of `gradient_check`.
-
-    **Fields:**
-
-    - `directions`: the probe directions `u_k` (a PyTree like `params` with a
-      leading axis of length `n_probes`; unit norm over all leaves).
-    - `ad`: `∇loss(params) · u_k` from `jax.grad` of the checked loss.
-    - `reference`: the same directional derivatives from the reference (a float64
-      loss's gradient, or central finite differences).
-    - `rel_error`: `|ad - reference| / max(|reference|, scale)` per probe, where
-      `scale` is the largest `|reference|` times `rtol`-independent `1e-3`.
-    - `ok`: all `rel_error <= rtol`, and every `ad` finite.
-    """
-
-    directions: PyTree[Array]
-    ad: Float[Array, " nprobe"]
-    reference: Float[Array, " nprobe"]
-    rel_error: Float[Array, " nprobe"]
-    ok: Bool[Array, ""]
-
-
-def _as(dtype, tree):
-    return jax.tree_util.tree_map(
-        lambda x: (
-            jnp.asarray(x, dtype)
-            if eqx.is_array_like(x)
-            and jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)
-            else x
-        ),
-        tree,
-    )
-
-
-def gradient_check(
-    loss: Callable[[PyTree[Array]], Float[Array, ""]],
-    params: PyTree[Array],
-    *,
-    reference: Callable[[PyTree[Array]], Float[Array, ""]] | None = None,
-    n_probes: int = 3,
-    eps: float = 1e-4,
-    rtol: float = 1e-2,
-    key: Any = None,
-) -> GradientCheck:
-    """Check a (float32) gradient against a better-conditioned probe on a few random
-    directions: one reverse pass of `loss`, then per probe either one gradient of a
-    float64 `reference` or two evaluations of `loss` (central differences).
-
-    In float32, the gradient of a loss through many spikes can be dominated by
-    rounding amplified along the trajectory (see `docs/adjoint.md`); this tells you
-    whether it is before you train on it.
-
-    **Arguments:**
-
-    - `loss`: `params -> scalar`, the loss whose `jax.grad` you use.
-    - `params`: the point to check (a PyTree of floating arrays).
-    - `reference`: optional `params -> scalar` computing the same loss more
-      accurately, typically on a float64 model (needs `jax_enable_x64`); it is called
-      with `params` cast to float64. Without it, central finite differences of
-      `loss` itself with relative step `eps` are the reference (evaluated in the
-      precision of `loss`: good to about `sqrt(machine epsilon)` only).
-    - `n_probes`: number of random directions.
-    - `eps`: finite-difference step, relative to the norm of `params` (at least
-      `eps` absolute).
-    - `rtol`: tolerance on `rel_error` for `ok`.
-    - `key`: a `jax.random` key for the directions (default `PRNGKey(0)`).
-
-    **Returns:** a `GradientCheck`.
-    """
-    if n_probes < 1:
-        raise ValueError(f"n_probes={n_probes} must be >= 1")
-    key = jax.random.PRNGKey(0) if key is None else key
-    leaves, treedef = jax.tree_util.tree_flatten(params)
-    keys = jax.random.split(key, len(leaves))
-    raw = [
-        jax.random.normal(k, (n_probes,) + jnp.shape(x), jnp.float32)
-        for k, x in zip(keys, leaves)
-    ]
-    norm = jnp.sqrt(sum(jnp.sum(r.reshape(n_probes, -1) ** 2, axis=1) for r in raw))
-    raw = [r / norm.reshape((n_probes,) + (1,) * (r.ndim - 1)) for r in raw]
-    directions = jax.tree_util.tree_unflatten(treedef, raw)
-
-    def dot(g, k):
-        return sum(
-            jnp.vdot(
-                jnp.asarray(a, jnp.float64 if _x64() else jnp.float32),
-                jnp.asarray(d[k], jnp.float64 if _x64() else jnp.float32),
-            )
-            for a, d in zip(jax.tree_util.tree_leaves(g), raw)
-        )
-
-    g = jax.grad(loss)(params)
-    ad = jnp.stack([dot(g, k) for k in range(n_probes)])
-    if reference is not None:
-        if not _x64():
-            raise ValueError(
-                "gradient_check(reference=...) casts params to float64: enable it "
-                "with jax.config.update('jax_enable_x64', True)"
-            )
-        g64 = jax.grad(reference)(_as(jnp.float64, params))
-        ref = jnp.stack([dot(g64, k) for k in range(n_probes)])
-    else:
-        pnorm = float(
-            jnp.sqrt(
-                sum(jnp.sum(jnp.square(jnp.asarray(x, jnp.float32))) for x in leaves)
-            )
-        )
-        h = eps * max(1.0, pnorm)
-        refs = []
-        for k in range(n_probes):
-            plus = jax.tree_util.tree_unflatten(
-                treedef,
-                [
-                    x + jnp.asarray(h * d[k], jnp.asarray(x).dtype)
-                    for x, d in zip(leaves, raw)
-                ],
-            )
-            minus = jax.tree_util.tree_unflatten(
-                treedef,
-                [
-                    x - jnp.asarray(h * d[k], jnp.asarray(x).dtype)
-                    for x, d in zip(leaves, raw)
-                ],
-            )
-            refs.append((loss(plus) - loss(minus)) / (2 * h))
-        ref = jnp.stack(refs)
-    ad, ref = jnp.asarray(ad), jnp.asarray(ref, ad.dtype)
-    scale = 1e-3 * jnp.max(jnp.abs(ref))
-    rel = jnp.abs(ad - ref) / jnp.maximum(jnp.abs(ref), scale)
-    ok = jnp.all(jnp.isfinite(ad)) & jnp.all(rel <= rtol)
-    return GradientCheck(directions, ad, ref, rel, ok)
-
-
-def _x64() -> bool:
-    return bool(jax.config.read("jax_enable_x64"))

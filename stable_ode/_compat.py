@@ -1,0 +1,13 @@
+"""Private names of diffrax, equinox and lineax that stable_ode needs, in one
+place, each with its reason; `None` where a release no longer has it, and the
+caller falls back on public API."""
+
+try:
+    # equinox's loop rewriting (output buffers, vmap, the step bound), which its
+    # bounded `while_loop` uses internally: `Checkpointing(levels=...)` builds its
+    # nested checkpointed scans from it. No public equivalent exists.
+    from equinox.internal._loop.common import common_rewrite, fixed_asarray
+except ImportError:  # without it, `levels` fall back on the binomial scheme
+    common_rewrite = fixed_asarray = None
+
+__all__ = ["common_rewrite", "fixed_asarray"]
