@@ -14,16 +14,18 @@ import lineax as lx
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from .._custom_types import Conductance, Current, Voltage
+
 
 class AbstractCoupling(eqx.Module):
     """Interface for axial coupling structures."""
 
     @abc.abstractmethod
-    def current(self, v: Float[Array, " ncomp"]) -> Float[Array, " ncomp"]:
+    def current(self, v: Voltage) -> Current:
         """Axial current into each compartment, mA (`L v`)."""
 
     @abc.abstractmethod
-    def self_conductance(self) -> Float[Array, " ncomp"]:
+    def self_conductance(self) -> Conductance:
         """`sum_j g_ij` for each compartment `i` (minus the diagonal of `L`), S."""
 
     @abc.abstractmethod
