@@ -1,5 +1,8 @@
 """Branched cells: the tree operator and solver, junction handling, accuracy, NEURON."""
 
+import pathlib
+import sys
+
 import diffrax as dfx
 import equinox as eqx
 import jax
@@ -537,3 +540,17 @@ def test_branched_cell_against_neuron():
         errors.append(err)
     assert errors[1] < 2e-4, errors  # measured: 4e-5 ms
     assert errors[1] < errors[0] / 2.5, errors
+
+
+def test_tree_orders_benchmark_runs(capsys):
+    """`benchmarks/tree_orders.py --quick`: every solver agrees with the sequential
+    one (it raises otherwise) and the table names the chooser's pick."""
+    root = str(pathlib.Path(__file__).parent.parent)
+    sys.path.insert(0, root)
+    try:
+        from benchmarks import tree_orders
+    finally:
+        sys.path.remove(root)
+    tree_orders.main(["--quick"])
+    out = capsys.readouterr().out
+    assert out.count("SequentialTreeSolver") == 4  # 2 sizes × 2 dtypes
