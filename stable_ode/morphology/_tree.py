@@ -35,7 +35,7 @@ class TreeCoupling(AbstractCoupling):
     - `parent`: parent row of each row (a root is its own parent).
     - `schedule`: elimination chunks (`hines_schedule`).
     - `plan`: the chain/Schur-complement plan (`tree_plan`), or `None` to solve
-      with the chunked scan.
+      with the chunked scan (`LevelTreeSolver`).
     - `rows`: operator row of each compartment, shape `(ncomp,)`.
     - `is_junction`: whether each row is a junction node.
     - `children`: `(n, k)` the children of each row, padded with `n`.
