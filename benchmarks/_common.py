@@ -199,14 +199,6 @@ def emit(benchmark: str, rows: Sequence[dict]) -> None:
             f.write(json.dumps(dict(row, benchmark=benchmark), default=float) + "\n")
 
 
-def spike_times(t, v, threshold: float = 0.0) -> np.ndarray:
-    """Upward crossings of `threshold` (mV) in `v` sampled at times `t` (ms),
-    linearly interpolated, ms."""
-    t, v = np.asarray(t, dtype=float), np.asarray(v, dtype=float)
-    up = np.nonzero((v[:-1] < threshold) & (v[1:] >= threshold))[0]
-    return t[up] + (threshold - v[up]) * (t[up + 1] - t[up]) / (v[up + 1] - v[up])
-
-
 def spike_error(got: Sequence[np.ndarray], ref: Sequence[np.ndarray]) -> float:
     """Largest |Δt| (ms) between matching spikes of several traces; `inf` if a
     trace has a different number of spikes than its reference."""

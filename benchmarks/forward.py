@@ -461,7 +461,7 @@ def run_adaptive(
 
     import stable_ode as so
 
-    from ._common import spike_error, spike_times, time_interleaved
+    from ._common import spike_error, time_interleaved
 
     model = build_ours(case, _dtype(dtype_name))
     names = [name for name, _ in model.layout.recordings]
@@ -493,7 +493,7 @@ def run_adaptive(
     if nrn is not None:
         v_ref = nrn.run(cvode_atol=1e-8)
         t_ref = DT * np.arange(v_ref.shape[-1])
-        ref = [spike_times(t_ref, v) for v in v_ref]
+        ref = [so.spike_times(t_ref, v) for v in v_ref]
 
         def cvode():
             v = nrn.run(cvode_atol=tol)
@@ -510,7 +510,7 @@ def run_adaptive(
     for label, (t, (ts, v, steps)) in zip(labels, timed, strict=True):
         err = None
         if ref is not None:
-            err = spike_error([spike_times(ts, x) for x in np.asarray(v)], ref)
+            err = spike_error([so.spike_times(ts, x) for x in np.asarray(v)], ref)
         rows.append(
             dict(
                 case=case.name,
@@ -522,7 +522,7 @@ def run_adaptive(
                 min_ms=1e3 * t.min,
                 compile_s=t.compile,
                 spike_error_ms=err,
-                spikes=len(spike_times(ts, np.asarray(v)[0])),
+                spikes=len(so.spike_times(ts, np.asarray(v)[0])),
             )  # fmt: skip
         )
     base = next((r["ms"] for r in rows if r["method"].startswith("ours")), None)

@@ -67,12 +67,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import stable_ode as so  # noqa: E402
+from stable_ode import spike_times  # noqa: E402
 
 from ._common import (  # noqa: E402
     emit,
     format_table,
     spike_error,
-    spike_times,
     time_jitted,
 )
 
