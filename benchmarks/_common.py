@@ -1,4 +1,5 @@
-"""Timing helpers shared by the benchmarks.
+"""Timing, table and row helpers shared by the benchmarks (JAX is imported only
+by the functions that time, so that a driver process can use the rest).
 
 Every timed function is jitted and run once to compile (the compile time is
 reported separately); then it is called `repeats` times, each call waited on
@@ -11,7 +12,6 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 
-import jax
 import numpy as np
 
 
@@ -48,6 +48,8 @@ def time_jitted(fn: Callable, *args, repeats: int = 11) -> tuple[Timing, object]
 
     **Returns:** `(timing, output of the first call)`.
     """
+    import jax
+
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     start = time.perf_counter()
@@ -78,6 +80,8 @@ def time_interleaved(
 
     **Returns:** one `(timing, output of the first call)` per function.
     """
+    import jax
+
     if len(fns) != len(args):
         raise ValueError(f"{len(fns)} functions but {len(args)} argument tuples")
     if repeats < 1:
@@ -126,9 +130,9 @@ def loop_kernels(jitted: Callable, *args) -> list[int]:
 
     Counts the operations XLA leaves in each compiled while-loop body once fusion is
     done (fusions, copies, custom calls, nested loops, ...; not parameters, tuples,
-    constants or bitcasts). On the CPU each costs a dispatch of roughly 0.05–0.1 µs
-    (more on a loaded machine), so for small models the count, not the arithmetic,
-    sets the time per step. Deterministic, unlike a timing on a shared machine.
+    constants or bitcasts). On the CPU each costs a dispatch (more on a loaded
+    machine), so for small models the count, not the arithmetic, sets the time per
+    step. Deterministic, unlike a timing on a shared machine.
 
     **Arguments:** a jitted function and its arguments.
 
@@ -197,14 +201,6 @@ def emit(benchmark: str, rows: Sequence[dict]) -> None:
     with open(path, "a") as f:
         for row in rows:
             f.write(json.dumps(dict(row, benchmark=benchmark), default=float) + "\n")
-
-
-def spike_times(t, v, threshold: float = 0.0) -> np.ndarray:
-    """Upward crossings of `threshold` (mV) in `v` sampled at times `t` (ms),
-    linearly interpolated, ms."""
-    t, v = np.asarray(t, dtype=float), np.asarray(v, dtype=float)
-    up = np.nonzero((v[:-1] < threshold) & (v[1:] >= threshold))[0]
-    return t[up] + (threshold - v[up]) * (t[up + 1] - t[up]) / (v[up + 1] - v[up])
 
 
 def spike_error(got: Sequence[np.ndarray], ref: Sequence[np.ndarray]) -> float:

@@ -14,9 +14,8 @@ Mechanism parameters may be scalars or one value per cell (for a batch of
 single-compartment cells, `HH(gnabar=array)` is applied cell by cell).
 
 Runs are `h.finitialize(v_init)` + `ParallelContext.psolve(t_stop)` (NEURON's
-run loop in C; `h.continuerun`, the hoc loop of `stdrun.hoc`, adds ~10 µs of
-interpreter work per step: measured 39–52 ms against 2.4 ms for 4,000 steps of
-one HH compartment), fixed step
+run loop in C; `h.continuerun`, the hoc loop of `stdrun.hoc`, adds interpreter
+work at every step that outweighs the solver on small models), fixed step
 (`secondorder` 0 = backward Euler, as our `BackwardEuler`; 2 = NEURON's
 Crank–Nicolson) or CVODE (`cvode.atol`, `rtol = 0`), recording `v` at every fixed
 step, or every `dt` by CVODE's interpolation (and the CVODE step times, for its

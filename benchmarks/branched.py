@@ -1,4 +1,4 @@
-"""Branched-cell speed against Jaxley (issue 3, "Performance").
+"""Branched-cell speed against Jaxley.
 
     python -m benchmarks.branched [--quick] [--dtype float32|float64|both] [--profile]
 

@@ -1,4 +1,4 @@
-"""Forward-simulation speed against Jaxley (issue 2, "Performance").
+"""Forward-simulation speed against Jaxley.
 
     python -m benchmarks.forward [--quick | --smoke] [--dtype float32|float64|both]
                                  [--profile]
@@ -32,11 +32,10 @@ default (`optimistic=None`: a plain `diffrax.StepTo` run first, the safe solve
 only if that went non-finite; gradients through the safe solve alone). Rows
 `BackwardEuler+safe` (and the batch's `vmap of BackwardEuler+safe`) are
 `simulate(..., optimistic=False)`: the safe fixed-step loop (`SafeStepTo`, a
-finiteness test and retry bookkeeping at every step) alone, which was the
-default before 2026-11-30 (the optimistic rows were then `+optimistic`).
+finiteness test and retry bookkeeping at every step) alone.
 
 Next to Jaxley, in the same interleaved timing: NEURON 9's fixed step
-(`benchmarks/_neuron.py`: `h.finitialize` + `h.continuerun`, `secondorder=0`
+(`benchmarks/_neuron.py`: `h.finitialize` + `ParallelContext.psolve`, `secondorder=0`
 for our `BackwardEuler` and `ExponentialEuler`, the same scheme as ours and
 Jaxley's `bwd_euler`, and `secondorder=2` for our `CrankNicolson`), always
 float64, recording `v` at every step.
@@ -60,134 +59,26 @@ only, adaptive on the
 compartment only; `--smoke`: 10 ms, 4-way batch, 1 call (a test). Each process
 appends its rows to `$BENCHMARKS_JSON` if set (`python -m benchmarks` does).
 `--profile` adds a breakdown of where our solves spend their time (see
-`benchmarks/README.md`).
+`benchmarks/README.md`, "forward").
 """
 
 import argparse
 import dataclasses
 import os
 
-
-DT = 0.025  # ms
-RA = 100.0  # Ω·cm
-CM = 1.0  # µF/cm²
-V_INIT = -65.0  # mV
-AMPLITUDE, DELAY, DURATION = 0.1, 5.0, 40.0  # nA, ms, ms
-
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    """One benchmark geometry (µm, ms) and the solver pairs it is timed with."""
-
-    name: str
-    length: float
-    diameter: float
-    n_compartments: int
-    t_max: float
-    stim_position: float
-    record_positions: tuple[float, ...]
-    solvers: tuple[tuple[str, str], ...]  # (our solver class name, Jaxley solver)
-
-
-COMPARTMENT = Case(
-    name="HH compartment, 100 ms",
-    length=20.0,
-    diameter=20.0,
-    n_compartments=1,
-    t_max=100.0,
-    stim_position=0.5,
-    record_positions=(0.5,),
-    solvers=(
-        ("BackwardEuler", "bwd_euler"),
-        ("BackwardEuler+safe", "bwd_euler"),
-        ("CrankNicolson", "crank_nicolson"),
-        ("ExponentialEuler", "bwd_euler"),
-    ),
+from ._models import (
+    build_jaxley,
+    build_neuron,
+    build_ours,
+    CABLE,
+    Case,
+    CM,
+    COMPARTMENT,
+    describe,
+    DT,
+    RA,
+    V_INIT,
 )
-CABLE = Case(
-    name="HH cable, 100 comp., 50 ms",
-    length=1000.0,
-    diameter=2.0,
-    n_compartments=100,
-    t_max=50.0,
-    stim_position=0.0,
-    record_positions=(0.0, 1.0),
-    solvers=(
-        ("BackwardEuler", "bwd_euler"),
-        ("BackwardEuler+safe", "bwd_euler"),
-        ("CrankNicolson", "crank_nicolson"),
-    ),
-)
-
-
-def describe(case: Case):
-    """The stable_ode description of `case`: `(cells, stimuli, recordings)` (also
-    what the NEURON model is made from)."""
-    import stable_ode as so
-
-    cell = so.Cell(
-        "cell",
-        [so.Section("sec", case.length, case.diameter, case.n_compartments)],
-        [so.Insert(so.HH())],
-        axial_resistivity=RA,
-        capacitance=CM,
-    )
-    stim = so.StepCurrent(
-        so.Site("cell", "sec", case.stim_position), AMPLITUDE, DELAY, DURATION
-    )
-    recs = [
-        so.Recording(f"r{k}", so.Site("cell", "sec", x))
-        for k, x in enumerate(case.record_positions)
-    ]
-    return [cell], [stim], recs
-
-
-def build_ours(case: Case, dtype):
-    """The stable_ode `MembraneModel` of `case`."""
-    import stable_ode as so
-
-    cells, stims, recs = describe(case)
-    return so.build(cells, stims, recs, celsius=6.3, v_init=V_INIT, dtype=dtype)
-
-
-def build_neuron(case: Case):
-    """The NEURON model of `case` (`benchmarks._neuron.NeuronModel`), or `None`
-    without NEURON."""
-    from ._neuron import have_neuron, NeuronModel
-
-    if not have_neuron():
-        return None
-    cells, stims, recs = describe(case)
-    return NeuronModel(
-        cells, stims, recs, t_stop=case.t_max, dt=DT, celsius=6.3, v_init=V_INIT
-    )
-
-
-def build_jaxley(case: Case):
-    """The Jaxley module of `case` (dtype follows JAX's x64 flag)."""
-    import jaxley as jx
-    from jaxley.channels import HH
-
-    comp = jx.Compartment()
-    module = comp if case.n_compartments == 1 else jx.Branch(comp, case.n_compartments)
-    module.set("length", case.length / case.n_compartments)  # per compartment
-    module.set("radius", case.diameter / 2)
-    module.set("axial_resistivity", RA)
-    module.set("capacitance", CM)
-    module.insert(HH())
-    module.set("v", V_INIT)
-    module.init_states()
-
-    def comp_at(x):
-        # NEURON's sec(x): compartment min(floor(x·n), n-1), as stable_ode uses.
-        k = min(int(x * case.n_compartments), case.n_compartments - 1)
-        return module if case.n_compartments == 1 else module.comp(k)
-
-    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, case.t_max)
-    comp_at(case.stim_position).stimulate(current, verbose=False)
-    for x in case.record_positions:
-        comp_at(x).record("v", verbose=False)
-    return module
 
 
 # NEURON's fixed-step scheme for each of our fixed-step solvers.
@@ -461,7 +352,7 @@ def run_adaptive(
 
     import stable_ode as so
 
-    from ._common import spike_error, spike_times, time_interleaved
+    from ._common import spike_error, time_interleaved
 
     model = build_ours(case, _dtype(dtype_name))
     names = [name for name, _ in model.layout.recordings]
@@ -493,7 +384,7 @@ def run_adaptive(
     if nrn is not None:
         v_ref = nrn.run(cvode_atol=1e-8)
         t_ref = DT * np.arange(v_ref.shape[-1])
-        ref = [spike_times(t_ref, v) for v in v_ref]
+        ref = [so.spike_times(t_ref, v) for v in v_ref]
 
         def cvode():
             v = nrn.run(cvode_atol=tol)
@@ -510,7 +401,7 @@ def run_adaptive(
     for label, (t, (ts, v, steps)) in zip(labels, timed, strict=True):
         err = None
         if ref is not None:
-            err = spike_error([spike_times(ts, x) for x in np.asarray(v)], ref)
+            err = spike_error([so.spike_times(ts, x) for x in np.asarray(v)], ref)
         rows.append(
             dict(
                 case=case.name,
@@ -522,7 +413,7 @@ def run_adaptive(
                 min_ms=1e3 * t.min,
                 compile_s=t.compile,
                 spike_error_ms=err,
-                spikes=len(spike_times(ts, np.asarray(v)[0])),
+                spikes=len(so.spike_times(ts, np.asarray(v)[0])),
             )  # fmt: skip
         )
     base = next((r["ms"] for r in rows if r["method"].startswith("ours")), None)

@@ -1,5 +1,4 @@
-"""Forward and gradient timings at GPU sizes on whatever JAX device is present
-(issue 7, "GPU readiness").
+"""Forward and gradient timings at GPU sizes on whatever JAX device is present.
 
     python -m benchmarks.gpu [--size tiny|small|large] [--budget SECONDS]
                              [--dtype float32|float64|both] [--only KIND ...]
@@ -82,7 +81,15 @@ import subprocess
 import sys
 import time
 
-from .forward import _dtype  # no JAX import at module level
+from ._common import format_table  # no JAX import at module level
+from ._models import (
+    build_cable,
+    build_cable_jaxley,
+    build_compartment,
+    build_network,
+    build_network_jaxley,
+)
+from .forward import _dtype
 
 
 DT = 0.025  # ms
@@ -138,72 +145,6 @@ class Spec:
         if base == "batch":
             return f"{self.batch} × 1 comp."
         return f"{self.cells} cells, {self.cells * self.syn_per_cell} syn."
-
-
-# ----------------------------------------------------------------------------
-# Model builders (the worker side: these import JAX).
-
-
-def build_cable(n: int, dtype):
-    """The HH cable of `benchmarks/forward.py` with `n` compartments (recordings
-    `r0`, `r1` at its ends)."""
-    from .forward import build_ours, CABLE
-
-    return build_ours(dataclasses.replace(CABLE, n_compartments=n), dtype)
-
-
-def build_compartment(dtype):
-    """The HH compartment of `benchmarks/forward.py` (recording `r0`)."""
-    from .forward import build_ours, COMPARTMENT
-
-    return build_ours(COMPARTMENT, dtype)
-
-
-def network_pairs(n_cells: int, syn_per_cell: int, seed: int = 0):
-    """`(pre, post)` cell indices: every cell sends `syn_per_cell` synapses to
-    distinct other cells chosen at random (no self-connection, no duplicate)."""
-    import numpy as np
-
-    if not 1 <= syn_per_cell <= n_cells - 1:
-        raise ValueError(
-            f"syn_per_cell must be in [1, cells - 1] = [1, {n_cells - 1}], "
-            f"got {syn_per_cell}"
-        )
-    rng = np.random.default_rng(seed)
-    pre = np.repeat(np.arange(n_cells), syn_per_cell)
-    post = np.concatenate(
-        [
-            (i + 1 + rng.choice(n_cells - 1, syn_per_cell, replace=False)) % n_cells
-            for i in range(n_cells)
-        ]
-    )
-    return pre, post
-
-
-def build_network(n_cells: int, syn_per_cell: int, dtype):
-    """`benchmarks/network.py`'s network with `n_cells` HH point neurons and the
-    `n_cells · syn_per_cell` synapses of `network_pairs`, saving every cell's
-    voltage as one array (`"v"`)."""
-    from .network import build_ours
-
-    pre, post = network_pairs(n_cells, syn_per_cell)
-    return build_ours(n_cells, pre.size, dtype, connections=(pre, post), record=False)
-
-
-def _jaxley_cable(spec: Spec):
-    import dataclasses as dc
-
-    from .forward import build_jaxley, CABLE
-
-    case = dc.replace(CABLE, n_compartments=spec.cable, t_max=spec.t_max)
-    return build_jaxley(case)
-
-
-def _jaxley_network(spec: Spec, s_init: float):
-    from .network import build_jaxley
-
-    pre, post = network_pairs(spec.cells, spec.syn_per_cell)
-    return build_jaxley(s_init, spec.cells, pre.size, spec.t_max, (pre, post))
 
 
 def _spikes(v) -> int:
@@ -330,14 +271,14 @@ def _case_jaxley(spec: Spec):
 
     t_max = spec.t_max
     if spec.kind == "cable":
-        module = _jaxley_cable(spec)
+        module = build_cable_jaxley(spec.cable, spec.t_max)
 
         def run(p):
             return jx.integrate(module, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
 
         return run, (module.get_parameters(),), _check_forward
     if spec.kind == "cable-grad":
-        module = _jaxley_cable(spec)
+        module = build_cable_jaxley(spec.cable, spec.t_max)
         for name in ("HH_gNa", "HH_gK", "HH_gLeak"):
             module.make_trainable(name, verbose=False)
 
@@ -351,7 +292,7 @@ def _case_jaxley(spec: Spec):
         # at v_init, the same in a 2-cell network).
         ours = build_network(2, 1, _dtype(spec.dtype))
         s_init = float(ours.init_state().synapses[0]["s"][0])
-        net = _jaxley_network(spec, s_init)
+        net = build_network_jaxley(spec.cells, spec.syn_per_cell, spec.t_max, s_init)
 
         def run(p):
             return jx.integrate(net, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
@@ -523,19 +464,6 @@ def make_specs(args) -> list[Spec]:
 
 def _fmt(x, spec: str, none: str = "—") -> str:
     return none if x is None else format(x, spec)
-
-
-def format_table(header: list[str], rows: list[list[str]]) -> str:
-    """A GitHub-markdown table with padded columns (as `_common.format_table`,
-    which imports JAX: the driver does not)."""
-    cols = [header] + rows
-    widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
-
-    def line(r):
-        return "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
-
-    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    return "\n".join([line(header), sep] + [line(r) for r in rows])
 
 
 def format_results(rows: list[dict], header: dict) -> str:

@@ -1,4 +1,4 @@
-"""Network speed against Jaxley (issue 3, "Performance").
+"""Network speed against Jaxley.
 
     python -m benchmarks.network [--quick] [--dtype float32|float64|both]
 

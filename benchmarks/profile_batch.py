@@ -1,4 +1,4 @@
-"""Where the time of a `jax.vmap`-ed fixed-step solve goes (issue 2, the batch case).
+"""Where the time of a `jax.vmap`-ed fixed-step solve goes.
 
     python -m benchmarks.profile_batch [--dtype float32|float64] [--batch 64]
                                        [--repeats 11] [--smoke]
@@ -16,15 +16,15 @@ per iteration of each compiled while loop:
   at every step;
 - Jaxley's vmapped `bwd_euler` (if installed).
 
-What it shows (see `benchmarks/README.md`, "The batch case and XLA:CPU's thunk
-executor"): XLA:CPU runs a while loop's body through its `ThunkExecutor`, which
-executes the kernels one after the other only if the body has at most 8 kernels
-or every buffer it touches is at most 512 bytes; otherwise it builds a dataflow
-schedule at every iteration, which costs a fixed ~0.4–0.7 µs per iteration on
-this machine. A 64-way batch of float64 compartments has 512-byte states; a
-saved trajectory (or `StepTo`'s array of times) is a larger buffer; and a
-diffrax step loop has 14 or more kernels (time and step-size bookkeeping besides
-the step itself). Jaxley's `lax.scan` body has exactly 8.
+What it shows (see `benchmarks/README.md`, "Small loops on the CPU"): XLA:CPU
+runs a while loop's body through its `ThunkExecutor`, which executes the kernels
+one after the other only if the body has at most 8 kernels or every buffer it
+touches is at most 512 bytes; otherwise it builds a dataflow schedule at every
+iteration, a fixed cost per iteration. A 64-way batch of float64 compartments
+has 512-byte states; a saved trajectory (or `StepTo`'s array of times) is a
+larger buffer; and a diffrax step loop has 14 or more kernels (time and
+step-size bookkeeping besides the step itself). Jaxley's `lax.scan` body has
+exactly 8.
 """
 
 import argparse

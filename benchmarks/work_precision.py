@@ -1,4 +1,4 @@
-"""Work-precision curves: spike-time error against steps and wall time (issue 4).
+"""Work-precision curves: spike-time error against steps and wall time.
 
     python -m benchmarks.work_precision [--quick | --smoke] [--out DIR]
 
@@ -42,9 +42,8 @@ the median wall time of the jitted `simulate` call (compilation excluded),
 saving `v` every 0.1 ms. The spike times come from a second, untimed run that
 saves on the 2 µs grid (`SaveAt(ts=...)` does not change the steps diffrax
 takes; for fixed steps the second run is `diffeqsolve` with `StepTo` on the same
-grid). NEURON: `h.finitialize` + `ParallelContext.psolve` (its run loop in C;
-until 2026-11-30 `h.continuerun`, whose hoc loop adds ~10 µs per step), median of
-several runs.
+grid). NEURON: `h.finitialize` + `ParallelContext.psolve` (its run loop in C,
+not the hoc loop of `h.continuerun`), median of several runs.
 
 Prints a table per model, the issue's targets and whether they are met, and
 writes `work_precision_<model>.png` (two panels: error vs steps, error vs wall
@@ -67,12 +66,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import stable_ode as so  # noqa: E402
+from stable_ode import spike_times  # noqa: E402
 
 from ._common import (  # noqa: E402
     emit,
     format_table,
     spike_error,
-    spike_times,
     time_jitted,
 )
 

@@ -96,12 +96,6 @@ def build_network(n_exc: int, n_inh: int, seed: int = 0):
     return model, names, n_syn, max(n_inh - 1, 0)
 
 
-def spike_times(t, v, threshold=0.0):
-    """Upward crossings of `threshold` (mV) in ms, linearly interpolated."""
-    i = np.flatnonzero((v[:-1] < threshold) & (v[1:] >= threshold))
-    return t[i] + (threshold - v[i]) / (v[i + 1] - v[i]) * (t[i + 1] - t[i])
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--small", action="store_true", help="small network (CI smoke test)")
@@ -119,7 +113,7 @@ def main(argv=None):
     run = jax.jit(lambda m: so.simulate(m, t1, 0.025, solver=so.BackwardEuler()))
     sol = run(model)
     t = np.asarray(sol.ts)
-    spikes = {k: spike_times(t, np.asarray(sol.recordings[k])) for k in names}
+    spikes = {k: so.spike_times(t, np.asarray(sol.recordings[k])) for k in names}
     counts = {k: len(s) for k, s in spikes.items()}
     print("spike counts:", " ".join(f"{k}:{n}" for k, n in counts.items()))
     total_exc = sum(counts[k] for k in names[:n_exc])
@@ -138,7 +132,8 @@ def main(argv=None):
     )
     sol_no_inh = run(no_inh)
     exc_no_inh = sum(
-        len(spike_times(t, np.asarray(sol_no_inh.recordings[k]))) for k in names[:n_exc]
+        len(so.spike_times(t, np.asarray(sol_no_inh.recordings[k])))
+        for k in names[:n_exc]
     )
     print(
         f"without I->E inhibition: {exc_no_inh} excitatory spikes "

@@ -97,12 +97,9 @@ def swc_segments(path, cell):
     return segments
 
 
-def spike_times(t, v, threshold=-20.0):
-    """Upward crossings of `threshold` (mV) in ms, linearly interpolated. The
-    soma's later spikes peak near -10 mV (the soma is loaded by the dendrites), so
-    the default threshold is -20 mV rather than 0."""
-    i = np.flatnonzero((v[:-1] < threshold) & (v[1:] >= threshold))
-    return t[i] + (threshold - v[i]) / (v[i + 1] - v[i]) * (t[i + 1] - t[i])
+SPIKE_THRESHOLD = -20.0
+"""mV. The soma's later spikes peak near -10 mV (the soma is loaded by the
+dendrites), so a spike is an upward crossing of -20 mV rather than 0."""
 
 
 def main(argv=None):
@@ -161,7 +158,7 @@ def main(argv=None):
     for label, sol in runs.items():
         t = np.asarray(sol.ts)
         v = np.asarray(sol.recordings["v"])
-        spikes = spike_times(t, v[:, i_soma])
+        spikes = so.spike_times(t, v[:, i_soma], SPIKE_THRESHOLD)
         print(
             f"CrankNicolson, {label}: {int(sol.stats['num_steps'])} steps "
             f"({int(sol.stats['num_rejected'])} rejected); soma spikes at "
@@ -171,7 +168,9 @@ def main(argv=None):
         )
     fixed, adaptive = (np.asarray(s.recordings["v"]) for s in runs.values())
     t = np.asarray(runs["fixed dt 0.025 ms"].ts)
-    s_fixed, s_adaptive = (spike_times(t, v[:, i_soma]) for v in (fixed, adaptive))
+    s_fixed, s_adaptive = (
+        so.spike_times(t, v[:, i_soma], SPIKE_THRESHOLD) for v in (fixed, adaptive)
+    )
     if len(s_fixed) == len(s_adaptive):
         shift = f"{np.abs(s_fixed - s_adaptive).max():.4f} ms"
     else:

@@ -6,6 +6,7 @@ into `diffrax.diffeqsolve` with good defaults.
 """
 
 from . import mechanisms as mechanisms, morphology as morphology
+from ._analysis import spike_times as spike_times
 from ._math import (
     exp_bound as exp_bound,
     exprel as exprel,

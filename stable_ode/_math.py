@@ -87,9 +87,7 @@ def safe_exp(x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
     (`8e20` in float32, `5e156` in float64). Gradients are NaN-free for every
     finite input (the "double where" pattern). A rational rather than a
     logarithm: it costs one division, where a logarithm (XLA:CPU does not
-    vectorise float64 `log`) or one read off the float's bits cost more (measured:
-    the 100-cell network's `levels=[40, 50]` gradient 75 → 71 ms against a
-    piecewise-quadratic logarithm of the bits).
+    vectorise float64 `log`) or a logarithm read off the float's bits costs more.
 
     **Arguments:** `x`: any floating array (integers become the default float).
 
@@ -161,13 +159,13 @@ def _x_over_expm1(x):
     a = jnp.abs(x)
     small = a < threshold
     # One exponential for both signs (XLA:CPU's `expm1` is not vectorised in
-    # float32: measured ~15× the cost of `exp` on 100 compartments), and no select
+    # float32, so it costs far more than `exp`), and no select
     # on `x` itself: with `e = exp(-|x|)`, `x/(exp(x) - 1)` is `|x|/(1 - e)` for
     # `x < 0` and `|x|·e/(1 - e)` for `x > 0`. Off the series' branch `1 - e` is
     # at least 0.39, so `maximum(1 - e, 0.25)` changes nothing there; it keeps the
-    # unused branch finite at 0. (Measured: selecting a safe `x` first,
-    # `where(small, 1, x)`, kept that select as a kernel of its own and cost ~30
-    # ns of a ~105 ns HH compartment step in float32.)
+    # unused branch finite at 0. (Selecting a safe `x` first, `where(small, 1,
+    # x)`, would keep that select as a kernel of its own, a sizeable part of a
+    # small model's step.)
     e = jnp.exp(-a)
     closed = a * jnp.where(x > 0, e, jnp.ones_like(x)) / jnp.maximum(1 - e, 0.25)
     xm = jnp.clip(x, -threshold, threshold)  # no x¹⁴ overflow off the branch
@@ -186,8 +184,8 @@ def _x_over_expm1_jvp(primals, tangents):
     # quotient rule's (e^x - 1 - x·e^x)/(e^x - 1)² is that. `f + x` first: it is
     # exact where f ≈ -x (x → -∞; `1 - f - x` lost the 1 for |x| > 2^53), and
     # `1 - (f + x)` cancels nothing there (it is ≥ 0.22 in magnitude for |x| ≥ 0.5).
-    # Near 0 the derivative's own Taylor series. Cheaper to differentiate than the
-    # formula itself (measured: network `levels=[40, 50]` gradient 2% faster).
+    # Near 0 the derivative's own Taylor series. Cheaper than differentiating the
+    # formula itself.
     xs = jnp.where(small, jnp.ones_like(x), x)
     closed = f * (1 - (f + x)) / xs
     xm = jnp.clip(x, -threshold, threshold)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._analysis import spike_times as spike_times
+
 
 SPIKE_THRESHOLD = 0.0
 """mV: an upward crossing of this voltage counts as a spike."""
@@ -37,20 +39,6 @@ def image_formats() -> dict[str, str]:
     from matplotlib.backend_bases import FigureCanvasBase
 
     return FigureCanvasBase.get_supported_filetypes()
-
-
-def spike_times(
-    t: np.ndarray, v: np.ndarray, threshold: float = SPIKE_THRESHOLD
-) -> np.ndarray:
-    """Upward crossings of `threshold` (mV) by the samples `v` at times `t` (ms).
-
-    **Returns:** the crossing times, ms, linearly interpolated between samples.
-    """
-    t = np.asarray(t, float)
-    v = np.asarray(v, float)
-    k = np.flatnonzero((v[:-1] < threshold) & (v[1:] >= threshold))
-    frac = (threshold - v[k]) / (v[k + 1] - v[k])
-    return t[k] + frac * (t[k + 1] - t[k])
 
 
 @dataclass(frozen=True)

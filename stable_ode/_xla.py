@@ -49,26 +49,23 @@ def set_cpu_small_loop_bytes(max_bytes: int = 65536) -> None:
     one compiled function. For a loop that is not small, each iteration goes
     through XLA's thunk executor, which builds a dataflow schedule at every
     iteration whenever the body has more than 8 kernels and touches a buffer
-    over 512 bytes (a saved trajectory is one): a fixed ~0.4–0.7 µs per
-    iteration on a 2-core machine, and sensitive to the machine's load. For a
-    small model that is most of the time per step. This sets XLA's threshold
+    over 512 bytes (a saved trajectory is one): a fixed cost per iteration,
+    sensitive to the machine's load. For a small model that can be most of the
+    time per step. This sets XLA's threshold
     (`XLA_FLAGS=--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=N`)
     for the whole process, keeping any other `XLA_FLAGS`.
 
-    Measured on a 2-core machine with 65,536 (`benchmarks/README.md`, "Small
-    loops on the CPU"): one HH compartment for 100 ms with adaptive
-    `CrankNicolson` + `TimingTolerance` 12.6 → 1.5 ms, adaptive `Tsit5` +
-    `TimingTolerance` 2.3 → 0.39 ms, `simulate(..., optimistic=False)` 4.0 →
-    0.6 ms; a 64-way `jax.vmap` of compartments 8.1 → 5.3 ms (float64) and
-    4.9 → 2.1 ms (float32); a 120-compartment branched cell 20.4 → 16.9 ms. The
-    100-compartment cable's loop calls LAPACK and the 100-cell network's loop
-    accesses more than that per step: XLA compiles them exactly as before.
+    It helps loops that fit under `max_bytes` and were not small before: adaptive
+    steps and `simulate(..., optimistic=False)` on one compartment, small
+    `jax.vmap` batches, small branched cells. A loop that calls LAPACK (an
+    unbranched cable's tridiagonal solve) or accesses more than `max_bytes` per
+    step (a large network) is compiled exactly as before. `benchmarks/results.md`
+    compares the benchmarks with and without it.
 
     The setting changes how every JAX loop in the process is run, not what it
-    computes; like any change of compilation it may change rounding. Measured
-    on one HH compartment, 50 ms: fixed steps (both `optimistic` modes) and
-    adaptive `Tsit5` bit-identical; adaptive `CrankNicolson` 2e-14 mV apart in
-    float64, 0.004 mV in float32.
+    computes; like any change of compilation it may change rounding (the last
+    bits of a result, more visibly in float32 and in adaptive runs, where a
+    step-size decision can flip).
 
     `python -m stable_ode` applies 65,536 unless `XLA_FLAGS` already names
     the threshold. `import stable_ode` does not: it would change every JAX

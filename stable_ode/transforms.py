@@ -141,7 +141,7 @@ class Bounded(AbstractTransform):
         )
         z = x / sc
         p, q = _algebraic_sigmoid(z)
-        # Measured from the nearer bound: lower <= y <= upper exactly.
+        # Offset from the nearer bound: lower <= y <= upper exactly.
         return jnp.where(z < 0, lo + (hi - lo) * p, hi - (hi - lo) * q)
 
     def inverse(self, y):

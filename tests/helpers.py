@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import stable_ode as so
+from stable_ode import spike_times as spike_times  # re-exported for the tests
 
 
 ALL_SOLVERS = (so.ExponentialEuler(), so.BackwardEuler(), so.CrankNicolson())
@@ -71,13 +72,6 @@ def hh_cable(
         ],
         dtype=dtype,
     )
-
-
-def spike_times(t, v, threshold=0.0):
-    """Upward threshold crossings of `v`, linearly interpolated (ms)."""
-    t, v = np.asarray(t), np.asarray(v)
-    up = np.nonzero((v[:-1] < threshold) & (v[1:] >= threshold))[0]
-    return t[up] + (threshold - v[up]) * (t[up + 1] - t[up]) / (v[up + 1] - v[up])
 
 
 def finite_difference_grad(f, x, eps=1e-6):

@@ -66,6 +66,13 @@ def _smoke(name: str, tmp_path, hide=(), extra=()) -> tuple[str, list[dict]]:
     text = out.read_text()
     assert "**failed**" not in text
     rows = [json.loads(x) for x in (tmp_path / "results.json").read_text().splitlines()]
+    # the runner's own row last: the command, and the benchmark it ran
+    run = rows.pop()
+    assert run["benchmark"] == "run" and run["command"].startswith(
+        "python -m benchmarks --smoke --only " + name
+    ), run
+    assert [b["name"] for b in run["benchmarks"]] == [name], run
+    assert f"`{run['command']}` on " in text
     return text, rows
 
 
@@ -98,7 +105,8 @@ def test_forward_smoke(tmp_path):
     for r in adaptive.values():
         # one spike in 10 ms, found by both, within 0.1 ms of the reference
         assert r["spikes"] == 1 and r["spike_error_ms"] < 0.1, r
-    assert "## Summary: ours against each peer" in text
+    assert "## Fixed steps: one HH compartment" in text
+    assert "## Adaptive steps at the same tolerance" in text
     assert (tmp_path / "plots" / "forward_times.png").stat().st_size > 1000
 
 
@@ -107,7 +115,7 @@ def test_branched_smoke_without_jaxley_and_neuron(tmp_path):
     text, rows = _smoke("branched", tmp_path, hide=("jaxley", "neuron"))
     (row,) = rows
     _check_fixed(row, jaxley=False, neuron=False)
-    (line,) = [x for x in text.splitlines() if x.startswith("| branched | branched")]
+    (line,) = [x for x in text.splitlines() if x.startswith("| branched HH cell")]
     assert line.endswith("| — | — | — | — |"), line  # no Jaxley, no NEURON
 
 
@@ -137,7 +145,7 @@ def test_network_smoke(tmp_path):
     # under a raised small-loop threshold (--small-loop-bytes), named in the header
     jaxley = _have("jaxley")
     text, rows = _smoke("network", tmp_path, extra=["--small-loop-bytes", "65536"])
-    assert "xla_cpu_small_while_loop_byte_threshold=65536`" in text.split("\n")[2]
+    assert "xla_cpu_small_while_loop_byte_threshold=65536`" in text.split("\n")[4]
     (row,) = rows
     _check_fixed(row, jaxley=jaxley, neuron=False)
     assert row["spikes"] > 0
@@ -213,15 +221,14 @@ def test_summary_ratios_and_plots(tmp_path):
         _grad_row("network", "ours", "levels=40,50", 60.0, 4.0),
     ]
     text = "\n".join(runner.summary(rows))
-    # ours / Jaxley and ours / NEURON, per dtype
-    assert (
-        "| forward | cable | BackwardEuler | float64 | 30.00 | 10.00 | 3.00 | " in text
-    )
-    assert "| 60.00 | 0.50 |" in text
-    assert (
-        "| network | net | BackwardEuler | float64 | 5.00 | 4.00 | 1.25 | — | — |"
-        in (text)
-    )
+    # one table per comparison: ours / Jaxley and ours / NEURON, per dtype
+    forward = text[text.index("## Fixed steps: one HH compartment") :]
+    forward = forward[: forward.index("## Fixed steps: 100 HH point neurons")]
+    assert "| cable | BackwardEuler | float64 | 30.00 | 10.00 | 3.00 | " in forward
+    assert "| 60.00 | 0.50 |" in forward
+    assert "| net |" not in forward
+    network = text[text.index("## Fixed steps: 100 HH point neurons") :]
+    assert "| net | BackwardEuler | float64 | 5.00 | 4.00 | 1.25 | — | — |" in network
     assert "| diffrax Kvaerno5 | 0.0001 | 10 | 50.00 | 5.00 | — |" in text
     # each model's interleaved gradients against its own better Jaxley time
     cable = text[text.index("Gradient of the cable") :]
@@ -238,6 +245,36 @@ def test_summary_ratios_and_plots(tmp_path):
         "gradient.png",
     ]
     assert all(pathlib.Path(p).stat().st_size > 1000 for p in paths)
+
+
+def test_render_run_row_comparison_and_failure(tmp_path):
+    """`results.md` is rendered from rows alone: the run row gives the command and
+    machine, a failed benchmark is marked, another run's rows give a table."""
+    report = _bench_module("_report")
+    run = dict(
+        benchmark="run", command="python -m benchmarks --quick", date="D",
+        machine="M", python="3.x", xla_flags=None, wall_s=3.0, cpu_s=4.0,
+        benchmarks=[dict(name="forward", wall_s=1.0, cpu_s=2.0, exit=0),
+                    dict(name="gradient", wall_s=2.0, cpu_s=2.0, exit=1)],
+    )  # fmt: skip
+    rows = [run, _row("forward", "cable", "float64", 30.0, 10.0, 60.0)]
+    other = [_row("forward", "cable", "float64", 15.0, 10.0, 60.0)]
+    text = report.render(rows, [], str(tmp_path), (("flag X", other),))
+    assert "`python -m benchmarks --quick` on M, Python 3.x, D" in text
+    assert "| gradient | 2 | 2 | 1 |" in text and "**failed**: gradient" in text
+    against = text[text.index("## This run against one with flag X") :]
+    assert "| forward | cable | BackwardEuler | float64 | 30.00 | 15.00 | 0.50 |" in (
+        against
+    )
+    assert "not recorded" in report.render(rows[1:], [], str(tmp_path))
+
+
+@pytest.mark.parametrize("folder", ["", "small_loops"])
+def test_committed_results_md_is_rendered_from_results_json(folder):
+    """The committed results files are exactly what `python -m benchmarks
+    --render` makes of the committed rows (nobody edits them by hand)."""
+    out = ROOT / "benchmarks" / folder / "results.md"
+    assert _runner().rendered(str(out)) == out.read_text()
 
 
 def test_gradient_verdict_takes_interleaved_times():

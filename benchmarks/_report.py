@@ -1,0 +1,403 @@
+"""`results.md` from `results.json`: one table per comparison, and the plots.
+
+The benchmarks append one JSON object per measured row to `results.json`
+(`_common.emit`); `python -m benchmarks` appends one more, `benchmark="run"`, that
+says where and how they ran. Everything in `results.md` is rendered from these
+rows (`render`), so that `python -m benchmarks --render` can rebuild it from a
+committed `results.json` without running anything.
+"""
+
+import math
+import os
+
+
+RUN = "run"
+"""The `benchmark` tag of the row that describes the run itself."""
+
+FIXED = {
+    "forward": "Fixed steps: one HH compartment, a 100-compartment HH cable, a "
+    "64-way vmap batch, ours against Jaxley and NEURON",
+    "branched": "Fixed steps: a branched HH cell, ours against Jaxley and NEURON",
+    "network": "Fixed steps: 100 HH point neurons with 1,000 graded synapses, ours "
+    "against Jaxley",
+}
+"""The fixed-step comparisons (benchmark → heading), in the order shown."""
+
+
+def _ratio(a, b) -> str:
+    if a is None or b is None or b == 0:
+        return "—"
+    return f"{a / b:.2f}"
+
+
+def _ms(x) -> str:
+    return "—" if x is None else f"{x:.2f}"
+
+
+def _g(x, fmt=".2g") -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def run_header(rows: list[dict]) -> list[str]:
+    """Where and how the rows were measured (the `run` row), or a line saying
+    that it was not recorded."""
+    run = next((r for r in rows if r["benchmark"] == RUN), None)
+    if run is None:
+        return ["Machine and command were not recorded with these rows.", ""]
+    out = [
+        f"`{run['command']}` on {run['machine']}, Python {run['python']}, "
+        f"{run['date']}: {run['wall_s']:.0f} s wall, {run['cpu_s']:.0f} s CPU"
+        + (f"; `XLA_FLAGS={run['xla_flags']}`" if run.get("xla_flags") else "")
+        + ".",
+        "",
+    ]
+    if run.get("benchmarks"):
+        out += ["| benchmark | wall s | CPU s | exit |", "|---|---|---|---|"]
+        out += [
+            f"| {b['name']} | {b['wall_s']:.0f} | {b['cpu_s']:.0f} | {b['exit']} |"
+            for b in run["benchmarks"]
+        ]
+        out.append("")
+        failed = [b["name"] for b in run["benchmarks"] if b["exit"] != 0]
+        if failed:
+            out += [f"**failed**: {', '.join(failed)} (their rows are missing).", ""]
+    return out
+
+
+def fixed_tables(rows: list[dict]) -> list[str]:
+    """One table per fixed-step benchmark: ours against Jaxley and NEURON, every
+    dtype (ratio = ours / peer)."""
+    out = []
+    for bench, title in FIXED.items():
+        these = [r for r in rows if r["benchmark"] == bench]
+        if not these:
+            continue
+        out += [
+            f"## {title}",
+            "",
+            "Median wall time per solve; ratio = ours / peer (≤ 1: ours is faster).",
+            "",
+            "| case | ours | dtype | ours ms | Jaxley ms | ours / Jaxley "
+            "| NEURON ms | ours / NEURON |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in these:
+            out.append(
+                f"| {r['case']} | {r['ours']} | {r['dtype']} | "
+                f"{_ms(r['ours_ms'])} | {_ms(r.get('jaxley_ms'))} | "
+                f"{_ratio(r['ours_ms'], r.get('jaxley_ms'))} | "
+                f"{_ms(r.get('neuron_ms'))} | "
+                f"{_ratio(r['ours_ms'], r.get('neuron_ms'))} |"
+            )
+        out.append("")
+    return out
+
+
+def adaptive_table(rows: list[dict]) -> list[str]:
+    """Adaptive steps at one tolerance: ours, diffrax's, NEURON's CVODE."""
+    adaptive = [r for r in rows if r["benchmark"] == "forward_adaptive"]
+    if not adaptive:
+        return []
+    out = [
+        "## Adaptive steps at the same tolerance: ours against diffrax and CVODE",
+        "",
+        "Ratio = method's time / ours; spike error against NEURON CVODE at atol 1e-8.",
+        "",
+        "| case | dtype | method | tol | steps | ms | ratio | spike error ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in adaptive:
+        ratio = "—" if r.get("ratio") is None else f"{r['ratio']:.2f}"
+        out.append(
+            f"| {r['case']} | {r['dtype']} | {r['method']} | {r['tol']:g} | "
+            f"{r['steps']} | {r['ms']:.2f} | {ratio} | "
+            f"{_g(r.get('spike_error_ms'))} |"
+        )
+    out.append("")
+    return out
+
+
+def work_precision_table(rows: list[dict]) -> list[str]:
+    """Spike-time error against steps and wall time, per model and method."""
+    wp = [r for r in rows if r["benchmark"] == "work_precision"]
+    if not wp:
+        return []
+    out = [
+        "## Work-precision: spike-time error against steps and time",
+        "",
+        "Error = largest spike-time difference from a fine reference, ms; "
+        "parameter = dt (ms) for fixed steps, the tolerance for adaptive ones.",
+        "",
+        "| model | method | dt / tol | steps | wall ms | spike error ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in wp:
+        out.append(
+            f"| {r['case']} | {r['method']} | {r['param']:g} | {r['steps']} | "
+            f"{1e3 * r['seconds']:.2f} | {_g(r.get('error'))} |"
+        )
+    out.append("")
+    return out
+
+
+def gradient_tables(rows: list[dict]) -> list[str]:
+    """Gradient time and memory per checkpoint configuration: interleaved in one
+    process (times), each in its own process (peak memory)."""
+    grad = [r for r in rows if r["benchmark"] == "gradient" and "ms" in r]
+    out = []
+    for model in ("cable", "network"):
+        inter = [
+            r
+            for r in grad
+            if r.get("kind") == "interleaved" and r.get("model", "cable") == model
+        ]
+        if not inter:
+            continue
+        best = min((r["ms"] for r in inter if r["impl"] == "jaxley"), default=None)
+        out += [
+            f"## Gradient of the {model}: ours against Jaxley",
+            "",
+            "Interleaved in one process; ratio = time / the better Jaxley "
+            "configuration's.",
+            "",
+            "| impl | configuration | ms | ratio | XLA temp MB |",
+            "|---|---|---|---|---|",
+        ]
+        for r in inter:
+            out.append(
+                f"| {r['impl']} | {r['adjoint']} | {r['ms']:.1f} | "
+                f"{_ratio(r['ms'], best)} | {_g(r.get('xla_temp_mb'), '.2f')} |"
+            )
+        out.append("")
+    proc = [r for r in grad if r.get("kind") == "process" and not r.get("growth")]
+    if proc:
+        out += [
+            "## Gradient memory: each configuration in its own process",
+            "",
+            "| model | impl | configuration | ms | peak RSS MB | base RSS MB "
+            "| XLA temp MB | finite |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in proc:
+            out.append(
+                f"| {r['model']} | {r['impl']} | {r['adjoint']} | {r['ms']:.1f} | "
+                f"{_g(r.get('peak_rss_mb'), '.0f')} | "
+                f"{_g(r.get('base_rss_mb'), '.0f')} | "
+                f"{_g(r.get('xla_temp_mb'), '.2f')} | {r.get('finite', '—')} |"
+            )
+        out.append("")
+    return out
+
+
+def _fixed_key(r: dict) -> tuple | None:
+    if r["benchmark"] in FIXED:
+        return (r["benchmark"], r["case"], r["ours"])
+    if r["benchmark"] == "forward_adaptive":
+        return ("forward (adaptive)", r["case"], r["method"])
+    return None
+
+
+def _ours_ms(r: dict):
+    return r.get("ours_ms", r.get("ms"))
+
+
+def dtype_table(rows: list[dict]) -> list[str]:
+    """float32 against float64, for every row measured in both dtypes."""
+    by_key: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        key = _fixed_key(r)
+        if key is not None:
+            by_key.setdefault(key, {})[r["dtype"]] = r
+    pairs = [(k, d) for k, d in by_key.items() if {"float32", "float64"} <= set(d)]
+    if not pairs:
+        return []
+    out = [
+        "## float32 against float64",
+        "",
+        "| benchmark | case | solver | ours f64 ms | ours f32 ms | f32 / f64 | "
+        "Jaxley f64 ms | Jaxley f32 ms | f32 / f64 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (bench, case, solver), d in pairs:
+        a, b = d["float64"], d["float32"]
+        out.append(
+            f"| {bench} | {case} | {solver} | {_ms(_ours_ms(a))} | "
+            f"{_ms(_ours_ms(b))} | {_ratio(_ours_ms(b), _ours_ms(a))} | "
+            f"{_ms(a.get('jaxley_ms'))} | {_ms(b.get('jaxley_ms'))} | "
+            f"{_ratio(b.get('jaxley_ms'), a.get('jaxley_ms'))} |"
+        )
+    out.append("")
+    return out
+
+
+def comparison_table(rows: list[dict], other: list[dict], label: str) -> list[str]:
+    """Our times in `rows` against the same rows measured under `label` (another
+    run's `results.json`, e.g. a different XLA flag); ratio = `label` / these."""
+    theirs = {}
+    for r in other:
+        key = _fixed_key(r)
+        if key is not None:
+            theirs[key + (r["dtype"],)] = r
+    pairs = []
+    for r in rows:
+        key = _fixed_key(r)
+        if key is not None and key + (r["dtype"],) in theirs:
+            pairs.append((key, r, theirs[key + (r["dtype"],)]))
+    if not pairs:
+        return []
+    out = [
+        f"## This run against one with {label}",
+        "",
+        "Median ms per solve of each method in both runs; ratio = that run / this.",
+        "",
+        "| benchmark | case | method | dtype | this run ms | that run ms | ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (bench, case, solver), a, b in pairs:
+        out.append(
+            f"| {bench} | {case} | {solver} | {a['dtype']} | {_ms(_ours_ms(a))} | "
+            f"{_ms(_ours_ms(b))} | {_ratio(_ours_ms(b), _ours_ms(a))} |"
+        )
+    out.append("")
+    return out
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """Markdown lines: every comparison's table, then float32 against float64."""
+    return (
+        fixed_tables(rows)
+        + adaptive_table(rows)
+        + work_precision_table(rows)
+        + gradient_tables(rows)
+        + dtype_table(rows)
+    )
+
+
+def render(
+    rows: list[dict],
+    figures: list[str],
+    out_dir: str,
+    comparisons: tuple[tuple[str, list[dict]], ...] = (),
+) -> str:
+    """The text of `results.md`.
+
+    **Arguments:**
+
+    - `rows`: the rows of `results.json` (the `run` row among them, if recorded).
+    - `figures`: paths of the plots to link.
+    - `out_dir`: the folder `results.md` is written to (links are relative to it).
+    - `comparisons`: `(label, rows)` of other runs to set our times against.
+
+    **Returns:** the markdown text.
+    """
+    lines = [
+        "# Benchmark results",
+        "",
+        "Generated by `python -m benchmarks` from `results.json` (rebuild with "
+        "`python -m benchmarks --render`); do not edit by hand. What each "
+        "benchmark compares, and how: `benchmarks/README.md`.",
+        "",
+    ]
+    lines += run_header(rows) + summary(rows)
+    for label, other in comparisons:
+        lines += comparison_table(rows, other, label)
+    if figures:
+        lines += ["## Plots", ""]
+        lines += [
+            f"![{os.path.basename(f)}]({os.path.relpath(f, out_dir)})" for f in figures
+        ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_plots(rows: list[dict], folder: str) -> list[str]:
+    """`forward_times.png` (ms per fixed-step case: ours, Jaxley, NEURON, both
+    dtypes) and `gradient.png` (time and memory per checkpoint configuration),
+    when there are rows for them. Returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    written = []
+    fixed = [r for r in rows if r["benchmark"] in FIXED]
+    if fixed:
+        keys = list(dict.fromkeys((r["case"], r["ours"]) for r in fixed))
+        series = [
+            (f"{who} {dt}", key, dt)
+            for who, key in (("ours", "ours_ms"), ("Jaxley", "jaxley_ms"))
+            for dt in ("float64", "float32")
+        ] + [("NEURON (float64)", "neuron_ms", "float64")]
+        fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(keys)), 5))
+        width = 0.8 / len(series)
+        x = np.arange(len(keys))
+        for k, (label, field, dt) in enumerate(series):
+            vals = []
+            for case, ours in keys:
+                r = next(
+                    (
+                        r
+                        for r in fixed
+                        if (r["case"], r["ours"], r["dtype"]) == (case, ours, dt)
+                    ),
+                    None,
+                )
+                v = None if r is None else r.get(field)
+                vals.append(math.nan if v is None else v)
+            ax.bar(x + (k - len(series) / 2 + 0.5) * width, vals, width, label=label)
+        ax.set_xticks(x)
+        ax.set_xticklabels(
+            [f"{c}\n{o}" for c, o in keys], fontsize=7, rotation=20, ha="right"
+        )
+        ax.set_yscale("log")
+        ax.set_ylabel("wall time per solve (ms, median)")
+        ax.set_title("Forward simulation, fixed steps")
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(folder, "forward_times.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    grad = [r for r in rows if r["benchmark"] == "gradient" and "ms" in r]
+    if grad:
+        inter = [
+            r
+            for r in grad
+            if r.get("kind") == "interleaved" and r.get("model", "cable") == "cable"
+        ]
+        proc = [
+            r
+            for r in grad
+            if r.get("kind") == "process" and r["model"] == "cable"
+            and not r.get("growth")
+        ]  # fmt: skip
+        panels = [
+            (inter, "ms", "gradient time, interleaved (ms)", False),
+            (inter, "xla_temp_mb", "XLA temp (MB)", True),
+            (proc, "peak_rss_mb", "peak RSS, own process (MB)", False),
+        ]
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+        for ax, (rs, field, title, log) in zip(axes, panels, strict=True):
+            labels = [
+                f"{'Jaxley' if r['impl'] == 'jaxley' else 'ours'}\n{r['adjoint']}"
+                for r in rs
+            ]
+            vals = [math.nan if r.get(field) is None else r[field] for r in rs]
+            colors = ["tab:orange" if r["impl"] == "jaxley" else "tab:blue" for r in rs]
+            ax.bar(range(len(rs)), vals, color=colors)
+            ax.set_xticks(range(len(rs)))
+            ax.set_xticklabels(labels, fontsize=7, rotation=30, ha="right")
+            ax.set_title(title)
+            if log:
+                ax.set_yscale("log")
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+        t_max = inter[0]["t_max"] if inter else grad[0]["t_max"]
+        fig.suptitle(f"Gradient of the HH cable, {t_max:g} ms, float64")
+        fig.tight_layout()
+        path = os.path.join(folder, "gradient.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
