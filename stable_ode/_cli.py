@@ -388,7 +388,7 @@ def _stimuli(spec) -> list[Stimulus]:
     out = []
     for s in spec.stimuli:
         site = f"{s.site.cell} {s.site.section}({s.site.position:g})"
-        if s.kind == "step":
+        if hasattr(s, "duration"):  # a StepCurrent
             end = s.delay + s.duration
             what = f"{s.amplitude:g} nA step"
         else:

@@ -767,8 +767,10 @@ def test_swc_model_file_matches_python_api():
     assert same(loaded.model, expected)
     assert loaded.model.layout == expected.layout
     (cell,) = loaded.spec.cells
-    assert cell.swc == str((DATA / "branched.swc").resolve())
-    assert dict(cell.swc_options) == {
+    assert isinstance(cell, so.Cell)  # the library's own object
+    (source,) = loaded.spec.swc
+    assert source.path == str((DATA / "branched.swc").resolve())
+    assert dict(source.options) == {
         "soma": "single",
         "n_compartments": None,
         "d_lambda": 0.1,
