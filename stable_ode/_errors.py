@@ -20,7 +20,10 @@ class InvalidArgument(ValueError):
         self.owner = owner
         self.argument = argument
         self.problem = problem
-        super().__init__(f"{owner}: {argument}: {problem}")
+        # "Section 'd': length must be > 0, got -5.0"; "Cell 'c': sections[2].parent:
+        # parent 'x' is not a section of this cell"
+        sep = " " if problem.startswith("must") else ": "
+        super().__init__(f"{owner}: {argument}{sep}{problem}")
 
     def __reduce__(self):
         return type(self), (self.owner, self.argument, self.problem)

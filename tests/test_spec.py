@@ -904,8 +904,9 @@ def _swc_model(tmp_path, swc: str = "cell.swc", **cell):
             SWC_LINES,
             {"mechanisms": [{"name": "pas", "sections": ["dend"]}]},
             "cells[0].mechanisms[0].sections[0]",
-            "unknown section 'dend' (did you mean 'dend_1'?) (sections of this cell: "
-            "soma, dend_0, dend_1, type5_0); an SWC file's sections are named soma "
+            "unknown section 'dend' (did you mean 'dend_1'?): not a section of this "
+            "cell (sections: soma, dend_0, dend_1, type5_0); an SWC file's sections "
+            "are named soma "
             "(or soma_k), axon_k, dend_k, apic_k and type{t}_k",
         ),
     ],

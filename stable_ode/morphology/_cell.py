@@ -246,8 +246,8 @@ class Cell(eqx.Module):
                     raise InvalidArgument(
                         owner,
                         f"mechanisms[{m}].sections[{k}]",
-                        f"unknown section {sec!r}{_suggest(sec, names)} (sections of "
-                        f"this cell: {_listing(names)})",
+                        f"unknown section {sec!r}{_suggest(sec, names)}: not a "
+                        f"section of this cell (sections: {_listing(names)})",
                     )
         _positive(owner, "axial_resistivity", self.axial_resistivity)
         _positive(owner, "capacitance", self.capacitance)
