@@ -20,7 +20,8 @@ from .._simulate import simulate, Simulation
 from ._errors import SpecError
 from ._reader import one_line
 from ._registry import make_controller, resolve_solver, resolve_synapse
-from ._schema import ModelSpec, SynapseSpec, validate
+from ._schema import ModelSpec, validate
+from ._sites import SynapseSpec
 
 
 class LoadedModel(eqx.Module):

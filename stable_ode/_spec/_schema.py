@@ -1,8 +1,8 @@
 """Reading a parsed model file into library objects: `validate` → `ModelSpec`.
 
 Every check raises one `SpecError` naming the file and the key path. Cells are read
-by `_cells.py`; sites, synapses, stimuli, recordings and the integration settings
-here. The objects are the library's own (`Cell`, `StepCurrent`, `Recording`, ...),
+by `_cells.py`; sites, synapses, stimuli and recordings by `_sites.py`; the
+integration settings and the bounds on what a file may ask for here. The objects are the library's own (`Cell`, `StepCurrent`, `Recording`, ...),
 which check their values; `ModelSpec` adds only what is the file's: its name, the
 integration settings by name, the synapses as compartment indices and the SWC
 sources.
@@ -17,40 +17,23 @@ import diffrax as dfx
 import numpy as np
 
 from .._model import Recording
-from .._stimulus import Site, StepCurrent, TraceCurrent
+from .._stimulus import StepCurrent, TraceCurrent
 from ..morphology import Cell
-from ..morphology._discretise import compartment_of
 from ._cells import CellReader, SwcSource
-from ._reader import describe, key, LIMITS, Limits, listing, Reader, suggest
+from ._reader import describe, key, LIMITS, Limits, Reader, suggest
 from ._registry import (
     check_solver,
     CONTROLLER_KINDS,
     CONTROLLER_OPTIONAL,
-    mechanism_parameters,
-    REGISTRY,
     resolve_solver,
-    SYNAPSE_BOUNDS,
 )
+from ._sites import read_record, read_stimulus, read_synapses, Sites, SynapseSpec
 
 
 FORMAT = "stable_ode.model/1"
 """The format string a model file must declare."""
 
 DTYPES = ("float32", "float64")
-RESERVED_OUTPUT_NAMES = ("t", "stats")
-
-
-@dataclass(frozen=True)
-class SynapseSpec:
-    """A synapse of `kind` (a registered kind or `"module.path:ClassName"`) from
-    compartment `pre` to compartment `post` (indices as `stable_ode.build` numbers
-    them), with `params` (units of the class's fields: µS, mV, 1/ms for
-    `ionotropic`; µS for `gap_junction`)."""
-
-    kind: str
-    pre: int
-    post: int
-    params: tuple[tuple[str, float], ...]
 
 
 @dataclass(frozen=True)
@@ -92,162 +75,6 @@ class ModelSpec:
     def directory(self) -> Path:
         """The folder of the model file: relative paths in it resolve from here."""
         return Path(self.file).resolve().parent
-
-
-_SITE_KEYS = ("cell", "section")
-_BOUND_TEXT = {"ge": ">=", "gt": ">", "ne": "!="}
-
-
-class _Sites:
-    """Sites of the model's cells → `Site`s and compartment indices."""
-
-    def __init__(self, r: Reader, cells: list[Cell]):
-        self.r = r
-        self.cells = {c.name: c for c in cells}
-        self.offsets: dict[tuple[str, str], int] = {}
-        offset = 0
-        for c in cells:
-            for s in c.sections:
-                self.offsets[(c.name, s.name)] = offset
-                offset += s.n_compartments
-        self.n_compartments = offset
-
-    def site(self, raw: dict, where: str) -> tuple[Site, int, int]:
-        """`(site, section-local compartment, global compartment)`."""
-        r = self.r
-        cw = key(where, "cell")
-        cell = r.string(raw["cell"], cw)
-        if cell not in self.cells:
-            names = list(self.cells)
-            r.fail(
-                cw,
-                f"unknown cell {cell!r}{suggest(cell, names)} (cells: "
-                f"{listing(names)})",
-            )
-        sw = key(where, "section")
-        name = r.string(raw["section"], sw)
-        try:
-            section = self.cells[cell].section(name)
-        except KeyError:
-            names = [s.name for s in self.cells[cell].sections]
-            r.fail(
-                sw,
-                f"unknown section {name!r}{suggest(name, names)} (sections of cell "
-                f"{cell!r}: {listing(names)})",
-            )
-        position = r.position(raw.get("position", 0.5), key(where, "position"))
-        with r.at(where):
-            site = Site(cell, name, position)
-        k = compartment_of(section, position)
-        return site, k, self.offsets[(cell, name)] + k
-
-
-def _synapses(
-    r: Reader, raw, where: str, sites: _Sites, directory: Path
-) -> tuple[SynapseSpec, ...]:
-    """Synapses between compartments of any cells: `kind`, `pre`/`post` sites,
-    `params` (the kind's class fields; omitted ones take the class defaults)."""
-    items = r.seq(raw, where)
-    classes: dict[str, tuple[set[str], set[str]]] = {}
-    out = []
-    for i, item in enumerate(items):
-        w = f"{where}[{i}]"
-        item = r.table(item, w, required=("kind", "pre", "post"), optional=("params",))
-        kind = r.string(item["kind"], key(w, "kind"))
-        if kind not in classes:
-            with r.at(key(w, "kind")):
-                classes[kind] = mechanism_parameters(REGISTRY.synapse(kind, directory))
-        allowed, required = classes[kind]
-        ends = []
-        for end in ("pre", "post"):
-            ew = key(w, end)
-            site = r.table(item[end], ew, required=_SITE_KEYS, optional=("position",))
-            ends.append(sites.site(site, ew))
-        pw = key(w, "params")
-        params = r.mapping(item.get("params", {}), pw)
-        bounds = SYNAPSE_BOUNDS.get(kind, {})
-        values = []
-        for k, v in params.items():
-            if k not in allowed:
-                r.fail(
-                    key(pw, k),
-                    f"unknown parameter of synapse kind {kind!r}{suggest(k, allowed)}; "
-                    f"its parameters are {', '.join(sorted(allowed))}",
-                )
-            v = r.number(v, key(pw, k))
-            if k in bounds:
-                op, bound = bounds[k]
-                ok = {"ge": v >= bound, "gt": v > bound, "ne": v != bound}[op]
-                if not ok:
-                    r.fail(key(pw, k), f"must be {_BOUND_TEXT[op]} {bound}, got {v!r}")
-            values.append((k, v))
-        missing = sorted(required - set(params))
-        if missing:
-            r.fail(pw, f"synapse kind {kind!r} needs parameters {missing}")
-        (pre, _, pre_i), (_, post_k, post_i) = ends
-        if kind == "gap_junction" and pre_i == post_i:
-            r.fail(
-                key(w, "post"),
-                f"a gap junction joins compartment {post_k} of "
-                f"{pre.cell}.{pre.section} to itself",
-            )
-        out.append(SynapseSpec(kind, pre_i, post_i, tuple(values)))
-    return tuple(out)
-
-
-def _stimulus(r: Reader, raw, where: str, sites: _Sites):
-    r.mapping(raw, where)
-    if "kind" not in raw:
-        r.fail(key(where, "kind"), "required key is missing ('step' or 'trace')")
-    kind = r.string(raw["kind"], key(where, "kind"))
-    with r.at(key(where, "kind")):
-        cls = REGISTRY.stimulus(kind)
-    if cls is StepCurrent:
-        raw = r.table(
-            raw,
-            where,
-            required=("kind", *_SITE_KEYS, "amplitude", "delay", "duration"),
-            optional=("position",),
-        )
-        site = sites.site(raw, where)[0]
-        with r.at(where):
-            return StepCurrent(
-                site,
-                r.number(raw["amplitude"], key(where, "amplitude")),
-                r.number(raw["delay"], key(where, "delay")),
-                r.number(raw["duration"], key(where, "duration")),
-            )
-    raw = r.table(
-        raw,
-        where,
-        required=("kind", *_SITE_KEYS, "values", "dt"),
-        optional=("position", "delay"),
-    )
-    site = sites.site(raw, where)[0]
-    vw = key(where, "values")
-    values = tuple(
-        r.number(v, f"{vw}[{i}]") for i, v in enumerate(r.seq(raw["values"], vw))
-    )
-    with r.at(where):
-        return TraceCurrent(
-            site,
-            values,
-            r.number(raw["dt"], key(where, "dt")),
-            r.number(raw.get("delay", 0.0), key(where, "delay")),
-        )
-
-
-def _record(r: Reader, raw, where: str, sites: _Sites) -> Recording:
-    raw = r.table(raw, where, required=("name", *_SITE_KEYS), optional=("position",))
-    name = r.name(raw["name"], key(where, "name"))
-    if name in RESERVED_OUTPUT_NAMES:
-        r.fail(
-            key(where, "name"),
-            f"{name!r} is reserved (the output file stores 't' and 'stats')",
-        )
-    site = sites.site(raw, where)[0]
-    with r.at(where):
-        return Recording(name, site)
 
 
 def _whole(n: float) -> bool:
@@ -413,15 +240,15 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
     read = [reader.cell(c, f"cells[{i}]") for i, c in enumerate(items)]
     cells = [c for c, _ in read]
     r.unique([c.name for c in cells], "cells", "cell")
-    sites = _Sites(r, cells)
+    sites = Sites(r, cells)
 
-    synapses = _synapses(r, raw.get("synapses", []), "synapses", sites, directory)
+    synapses = read_synapses(r, raw.get("synapses", []), "synapses", sites, directory)
     stimuli = tuple(
-        _stimulus(r, s, f"stimuli[{i}]", sites)
+        read_stimulus(r, s, f"stimuli[{i}]", sites)
         for i, s in enumerate(r.seq(raw.get("stimuli", []), "stimuli"))
     )
     record = tuple(
-        _record(r, s, f"record[{i}]", sites)
+        read_record(r, s, f"record[{i}]", sites)
         for i, s in enumerate(r.seq(raw.get("record", []), "record"))
     )
     r.unique([x.name for x in record], "record", "recording")
