@@ -9,6 +9,7 @@ file and the Python API accept exactly the same things.
 """
 
 import difflib
+import functools
 import math
 import sys
 from collections.abc import Sequence
@@ -161,6 +162,35 @@ class _Positions(dict):
         return hash(tuple(self))
 
 
+def _section(cell: "Cell", name: str) -> Section:
+    i = cell._positions.get(name)
+    if i is None or cell.sections[i].name != name:
+        for s in cell.sections:  # after `eqx.tree_at` renamed sections
+            if s.name == name:
+                return s
+        raise KeyError(
+            f"Cell {cell.name!r} has no section {name!r} "
+            f"(sections: {_listing([s.name for s in cell.sections])})"
+        )
+    return cell.sections[i]
+
+
+class _Lookup:
+    """A method that equinox does not wrap: `Module.__getattribute__` turns every
+    bound method into an `eqx.BoundMethod` module, whose construction flattens the
+    whole cell, so `cell.section(name)` on a cell of n sections cost O(n) and
+    looking up every section O(n²)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.fn
+        return functools.partial(self.fn, obj)
+
+
 class Cell(eqx.Module):
     """A neuron: sections forming one tree, and the mechanisms inserted in them.
 
@@ -266,18 +296,8 @@ class Cell(eqx.Module):
                             f"resistance of {r:g} Ω, not a finite non-zero number",
                         )
 
-    def section(self, name: str) -> Section:
-        """The section called `name` (a dictionary lookup)."""
-        i = self._positions.get(name)
-        if i is None or self.sections[i].name != name:
-            for s in self.sections:  # after `eqx.tree_at` renamed sections
-                if s.name == name:
-                    return s
-            raise KeyError(
-                f"Cell {self.name!r} has no section {name!r} "
-                f"(sections: {_listing([s.name for s in self.sections])})"
-            )
-        return self.sections[i]
+    section = _Lookup(_section)
+    """`cell.section(name)`: the section called `name` (a dictionary lookup)."""
 
 
 def _first_cycle(sections, positions) -> tuple[int, list[str]] | None:
