@@ -171,8 +171,7 @@ def build_spec(spec: ModelSpec) -> MembraneModel:
 @contextlib.contextmanager
 def _gc_paused():
     """Pause the cyclic garbage collector: reading a large file allocates many small
-    objects and no cycles, and collections triggered by them cost a third of the
-    time of loading a 10,000-synapse file."""
+    objects and no cycles, and collections triggered by them are wasted work."""
     enabled = gc.isenabled()
     gc.disable()
     try:
