@@ -72,8 +72,8 @@ def run(sizes=(1000, 4000), repeats: int = 3) -> list[dict]:
     for n in sizes:
         raw = chain_model(n)
         model = so.load_spec(raw).model  # warm up (imports, JAX's first arrays)
-        seconds = _best(lambda: so.load_spec(raw), repeats)
-        read = _best(lambda: validate(raw, "<dict>"), repeats)
+        seconds = _best(lambda raw=raw: so.load_spec(raw), repeats)
+        read = _best(lambda raw=raw: validate(raw, "<dict>"), repeats)
         rows.append(
             {
                 "sections": n,

@@ -2,10 +2,10 @@
 
 Every check raises one `SpecError` naming the file and the key path. Cells are read
 by `_cells.py`; sites, synapses, stimuli and recordings by `_sites.py`; the
-integration settings and the bounds on what a file may ask for here. The objects are the library's own (`Cell`, `StepCurrent`, `Recording`, ...),
-which check their values; `ModelSpec` adds only what is the file's: its name, the
-integration settings by name, the synapses as compartment indices and the SWC
-sources.
+integration settings and the bounds on what a file may ask for here. The objects
+are the library's own (`Cell`, `StepCurrent`, `Recording`, ...), which check their
+values; `ModelSpec` adds only what is the file's: its name, the integration
+settings by name, the synapses as compartment indices and the SWC sources.
 """
 
 import math
