@@ -6,6 +6,7 @@ solvers sample them at the middle of each step (as NEURON does), which is exact
 when the edges lie on the step grid.
 """
 
+import math
 from collections.abc import Sequence
 
 import equinox as eqx
@@ -13,31 +14,81 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from ._errors import concrete_number, InvalidArgument
+
+
+def _check(owner: str, argument: str, x, *, gt=None, ge=None) -> None:
+    """A concrete number `x` must be finite and `> gt` / `>= ge` (arrays and
+    tracers, e.g. amplitudes being trained, are not checked)."""
+    if not concrete_number(x):
+        return
+    if not math.isfinite(x):
+        raise InvalidArgument(owner, argument, f"must be finite, got {x!r}")
+    if gt is not None and not x > gt:
+        raise InvalidArgument(owner, argument, f"must be > {gt}, got {x!r}")
+    if ge is not None and not x >= ge:
+        raise InvalidArgument(owner, argument, f"must be >= {ge}, got {x!r}")
+
 
 class Site(eqx.Module):
-    """A point of a cell: `section(position)` as in NEURON, `position` in [0, 1]."""
+    """A point of a cell: `section(position)` as in NEURON, `position` in [0, 1].
+
+    The compartment it names is `stable_ode.morphology.compartment_of(section,
+    position)`.
+    """
 
     cell: str
     section: str
     position: float = 0.5
 
+    def __check_init__(self):
+        x = self.position
+        if concrete_number(x) and not (0.0 <= x <= 1.0):
+            raise InvalidArgument(
+                f"Site({self.cell!r}, {self.section!r})",
+                "position",
+                f"must be in [0, 1], got {x!r}",
+            )
+
 
 class StepCurrent(eqx.Module):
-    """`amplitude` nA from `delay` (ms) for `duration` (ms), into `site`."""
+    """`amplitude` nA from `delay` (ms, >= 0) for `duration` (ms, >= 0), into
+    `site`."""
 
     site: Site
     amplitude: float
     delay: float
     duration: float
 
+    def __check_init__(self):
+        _check("StepCurrent", "amplitude", self.amplitude)
+        _check("StepCurrent", "delay", self.delay, ge=0)
+        _check("StepCurrent", "duration", self.duration, ge=0)
+
 
 class TraceCurrent(eqx.Module):
-    """Samples `values` (nA) held for `dt` ms each, from `delay` ms, into `site`."""
+    """Samples `values` (nA, at least one) held for `dt` ms (> 0) each, from
+    `delay` ms (>= 0), into `site`."""
 
     site: Site
     values: Float[ArrayLike, " nsamples"]
     dt: float
     delay: float = 0.0
+
+    def __check_init__(self):
+        if isinstance(self.values, (list, tuple)) and not self.values:
+            raise InvalidArgument(
+                "TraceCurrent", "values", "must hold at least one sample"
+            )
+        _check("TraceCurrent", "dt", self.dt, gt=0)
+        _check("TraceCurrent", "delay", self.delay, ge=0)
+
+
+STIMULUS_KINDS: dict[str, type[StepCurrent] | type[TraceCurrent]] = {
+    "step": StepCurrent,
+    "trace": TraceCurrent,
+}
+"""The stimulus classes by the `kind` a model file names them with."""
 
 
 class Stimuli(eqx.Module):

@@ -19,6 +19,10 @@ import pytest
 
 import stable_ode
 import stable_ode._cli as cli
+import stable_ode._cli._commands as cli_commands
+import stable_ode._cli._figure as cli_figure
+import stable_ode._cli._interrupt as cli_interrupt
+import stable_ode._cli._solve as cli_solve
 import stable_ode._plot as plot
 from stable_ode._spec import load_spec, SpecError
 
@@ -102,9 +106,9 @@ def test_run_subprocess_writes_npz_plot_and_progress(tmp_path):
 
 def test_demo_progress_without_tqdm(tmp_path, capsys, monkeypatch):
     # Without tqdm, diffrax's text meter prints percentages to stderr.
-    find_spec = cli.importlib.util.find_spec
+    find_spec = cli_solve.importlib.util.find_spec
     monkeypatch.setattr(
-        cli.importlib.util,
+        cli_solve.importlib.util,
         "find_spec",
         lambda name, *a: None if name == "tqdm" else find_spec(name, *a),
     )
@@ -126,13 +130,13 @@ def test_demo_progress_without_tqdm(tmp_path, capsys, monkeypatch):
 
 def test_network_plot_has_raster(tmp_path, capsys, monkeypatch):
     drawn = []
-    real = cli.plot_simulation
+    real = plot.plot_simulation
 
     def spy(path, t, recordings, **kwargs):
         drawn.append((t, recordings, kwargs))
         real(path, t, recordings, **kwargs)
 
-    monkeypatch.setattr(cli, "plot_simulation", spy)
+    monkeypatch.setattr(plot, "plot_simulation", spy)
     out, png = tmp_path / "o.npz", tmp_path / "o.png"
     assert cli.main(["run", str(NETWORK), "-o", str(out), "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == PNG
@@ -405,7 +409,7 @@ ERRORS = {
 
 @pytest.mark.parametrize("case", list(ERRORS))
 def test_errors_one_line_exit_2(tmp_path, capsys, monkeypatch, case):
-    monkeypatch.setattr(cli, "solve", lambda *a, **k: pytest.fail("solved"))
+    monkeypatch.setattr(cli_solve, "solve", lambda *a, **k: pytest.fail("solved"))
     make_argv, fragment = ERRORS[case]
     assert cli.main(make_argv(tmp_path)) == 2
     captured = capsys.readouterr()
@@ -438,8 +442,10 @@ def test_debug_shows_the_exception(tmp_path):
 
 
 def test_plot_without_matplotlib_fails_before_solving(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "have_matplotlib", lambda: False)
-    monkeypatch.setattr(cli, "solve", lambda *a, **k: pytest.fail("solved anyway"))
+    monkeypatch.setattr(plot, "have_matplotlib", lambda: False)
+    monkeypatch.setattr(
+        cli_solve, "solve", lambda *a, **k: pytest.fail("solved anyway")
+    )
     argv = ["run", str(TINY), "-o", str(tmp_path / "o.npz"), "--plot", "p.png"]
     assert cli.main(argv) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
@@ -448,8 +454,8 @@ def test_plot_without_matplotlib_fails_before_solving(tmp_path, capsys, monkeypa
 
 
 def test_demo_without_matplotlib(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "have_matplotlib", lambda: False)
-    monkeypatch.setattr(cli, "solve", lambda loaded, **k: stub_solved())
+    monkeypatch.setattr(plot, "have_matplotlib", lambda: False)
+    monkeypatch.setattr(cli_solve, "solve", lambda loaded, **k: stub_solved())
     assert cli.main(["demo", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "pip install 'stable_ode[plot]'" in out
@@ -481,7 +487,7 @@ def test_errors_while_solving(tmp_path, capsys, monkeypatch, error, code, messag
     def solve(loaded, **kwargs):
         raise error
 
-    monkeypatch.setattr(cli, "solve", solve)
+    monkeypatch.setattr(cli_solve, "solve", solve)
     argv = ["run", str(TINY), "-o", str(tmp_path / "o.npz")]
     assert cli.main(argv) == code
     captured = capsys.readouterr()
@@ -500,16 +506,16 @@ def test_ctrl_c_interrupts_a_blocking_call_at_once():
     threading.Timer(0.2, _thread.interrupt_main).start()
     start = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
-        cli._interruptible(lambda: release.wait(30.0))
+        cli_interrupt.interruptible(lambda: release.wait(30.0))
     assert time.perf_counter() - start < 5.0
-    done = cli._ABANDONED.pop()
+    done = cli_interrupt.ABANDONED.pop()
     assert not done.is_set()  # still running: main() would end the process
     release.set()
     assert done.wait(5.0)
     # Results and exceptions of the worker come back to the caller.
-    assert cli._interruptible(lambda: 42) == 42
+    assert cli_interrupt.interruptible(lambda: 42) == 42
     with pytest.raises(ZeroDivisionError):
-        cli._interruptible(lambda: 1 / 0)
+        cli_interrupt.interruptible(lambda: 1 / 0)
 
 
 def test_ctrl_c_during_solve_ends_the_process(tmp_path, capsys, monkeypatch):
@@ -518,24 +524,24 @@ def test_ctrl_c_during_solve_ends_the_process(tmp_path, capsys, monkeypatch):
 
     def solve(loaded, **kwargs):
         threading.Timer(0.2, _thread.interrupt_main).start()
-        cli._interruptible(lambda: release.wait(30.0))
+        cli_interrupt.interruptible(lambda: release.wait(30.0))
 
-    monkeypatch.setattr(cli, "solve", solve)
-    monkeypatch.setattr(cli, "_hard_exit", exits.append)
+    monkeypatch.setattr(cli_solve, "solve", solve)
+    monkeypatch.setattr(cli_interrupt, "hard_exit", exits.append)
     try:
         assert cli.main(["run", str(TINY), "-o", str(tmp_path / "o.npz")]) == 130
     finally:
         release.set()
     assert exits == [130]
     assert capsys.readouterr().err == f"{cli.PROG}: interrupted\n"
-    cli._ABANDONED.clear()
+    cli_interrupt.ABANDONED.clear()
 
 
 def test_unsuccessful_solve_still_writes_output(tmp_path, capsys, monkeypatch):
     # The solve itself is stubbed (see test_failed_solve_exit_1_writes_output_and_plot
     # for a real one): this checks what `run` does with a failed result.
     solved = stub_solved(failure="no progress", t_fail=0.075)
-    monkeypatch.setattr(cli, "solve", lambda loaded, **k: solved)
+    monkeypatch.setattr(cli_solve, "solve", lambda loaded, **k: solved)
     out = tmp_path / "o.npz"
     assert cli.main(["run", str(TINY), "-o", str(out)]) == 1
     captured = capsys.readouterr()
@@ -553,15 +559,15 @@ def test_unsuccessful_solve_still_writes_output(tmp_path, capsys, monkeypatch):
 
 def test_progress_meter_choice(monkeypatch):
     loaded = load_spec(TINY)  # 200 fixed steps
-    assert isinstance(cli.progress_meter(loaded, False), dfx.NoProgressMeter)
-    meter = cli.progress_meter(loaded, True)
+    assert isinstance(cli_solve.progress_meter(loaded, False), dfx.NoProgressMeter)
+    meter = cli_solve.progress_meter(loaded, True)
     assert isinstance(meter, dfx.TqdmProgressMeter) and meter.refresh_steps == 2
     raw = json.loads(TINY.read_text())
     raw["integration"]["controller"] = {"kind": "pid", "rtol": 1e-3, "atol": 1e-3}
-    meter = cli.progress_meter(load_spec(raw), True)
-    assert meter.refresh_steps == cli.ADAPTIVE_REFRESH_STEPS
-    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name, *a: None)
-    assert isinstance(cli.progress_meter(loaded, True), dfx.TextProgressMeter)
+    meter = cli_solve.progress_meter(load_spec(raw), True)
+    assert meter.refresh_steps == cli_solve.ADAPTIVE_REFRESH_STEPS
+    monkeypatch.setattr(cli_solve.importlib.util, "find_spec", lambda name, *a: None)
+    assert isinstance(cli_solve.progress_meter(loaded, True), dfx.TextProgressMeter)
 
 
 @pytest.mark.parametrize(
@@ -582,7 +588,7 @@ def test_progress_default_follows_the_terminal(
         seen.append(kwargs["progress"])
         return stub_solved()
 
-    monkeypatch.setattr(cli, "solve", solve)
+    monkeypatch.setattr(cli_solve, "solve", solve)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: tty)
     argv = ["run", str(TINY), "-o", str(tmp_path / "o.npz")] + ([flag] if flag else [])
     assert cli.main(argv) == 0
@@ -625,11 +631,11 @@ def test_plot_simulation_every_panel_kind(tmp_path):
 
 def test_spike_sites_of_a_network():
     loaded = load_spec(NETWORK)
-    sites, where = cli._spike_sites(loaded)
+    sites, where = cli_figure.spike_sites(loaded)
     assert sites == [loaded.model.index(c, "soma", 0.5) for c in "abc"]
     assert where == "soma(0.5)"
-    assert cli.is_network(loaded.spec)
-    assert not cli.is_network(load_spec(TINY).spec)
+    assert cli_figure.is_network(loaded.spec)
+    assert not cli_figure.is_network(load_spec(TINY).spec)
 
 
 @pytest.mark.parametrize("found", [False, True])
@@ -647,7 +653,7 @@ def test_diagnose_calls_diagnose_spec(capsys, monkeypatch, found):
         seen.append(loaded)
         return Report()
 
-    monkeypatch.setattr(cli, "_diagnose_spec", lambda: diagnose_spec)
+    monkeypatch.setattr(cli_commands, "diagnose_spec", lambda: diagnose_spec)
     # exit code 1 when a bad value was found, as for a failed `run`
     assert cli.main(["diagnose", str(TINY)]) == (1 if found else 0)
     (loaded,) = seen

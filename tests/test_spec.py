@@ -767,8 +767,10 @@ def test_swc_model_file_matches_python_api():
     assert same(loaded.model, expected)
     assert loaded.model.layout == expected.layout
     (cell,) = loaded.spec.cells
-    assert cell.swc == str((DATA / "branched.swc").resolve())
-    assert dict(cell.swc_options) == {
+    assert isinstance(cell, so.Cell)  # the library's own object
+    (source,) = loaded.spec.swc
+    assert source.path == str((DATA / "branched.swc").resolve())
+    assert dict(source.options) == {
         "soma": "single",
         "n_compartments": None,
         "d_lambda": 0.1,
@@ -902,8 +904,9 @@ def _swc_model(tmp_path, swc: str = "cell.swc", **cell):
             SWC_LINES,
             {"mechanisms": [{"name": "pas", "sections": ["dend"]}]},
             "cells[0].mechanisms[0].sections[0]",
-            "unknown section 'dend' (did you mean 'dend_1'?) (sections of this cell: "
-            "soma, dend_0, dend_1, type5_0); an SWC file's sections are named soma "
+            "unknown section 'dend' (did you mean 'dend_1'?): not a section of this "
+            "cell (sections: soma, dend_0, dend_1, type5_0); an SWC file's sections "
+            "are named soma "
             "(or soma_k), axon_k, dend_k, apic_k and type{t}_k",
         ),
     ],

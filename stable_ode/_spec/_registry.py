@@ -1,14 +1,15 @@
 """Names in model files → objects: the one place where strings become configuration.
 
-Mechanisms, synapse kinds, solvers and step-size controllers are named in a model
-file; everything inside the library is configured by objects (see `STYLE.md`).
-Adding a mechanism, a synapse kind, a solver or a controller kind to the file format
-means adding an entry here.
+Mechanisms, synapse kinds, stimulus kinds, solvers and step-size controllers are
+named in a model file; everything inside the library is configured by objects.
+`REGISTRY` holds every table of names; adding a mechanism, a synapse or stimulus
+kind, a solver or a controller kind to the file format means adding an entry to
+it. Its empty tables (`point_processes`, `ions`, `variables`, `netcon_sources`) are
+the places the format's planned additions will fill.
 """
 
 import contextlib
 import dataclasses
-import difflib
 import importlib
 import inspect
 import sys
@@ -19,8 +20,10 @@ from typing import Any
 import diffrax as dfx
 
 from .._solver import BackwardEuler, CrankNicolson, ExponentialEuler
+from .._stimulus import STIMULUS_KINDS
 from ..mechanisms import AbstractMechanism, HH, Passive
 from ..mechanisms.synapses import AbstractSynapse, GapJunction, IonotropicSynapse
+from ._reader import suggest as _suggest
 
 
 MECHANISMS: dict[str, type[AbstractMechanism]] = {"hh": HH, "pas": Passive}
@@ -36,7 +39,8 @@ SYNAPSE_BOUNDS: dict[str, dict[str, tuple[str, float]]] = {
     "ionotropic": {"gmax": ("ge", 0.0), "k_minus": ("gt", 0.0), "delta": ("ne", 0.0)},
     "gap_junction": {"g": ("ge", 0.0)},
 }
-"""Checks of registered kinds' params: `(op, bound)` with op `ge`, `gt` or `ne`."""
+"""Checks of registered kinds' params: `(op, bound)` with op `ge`, `gt` or `ne`.
+(The synapse classes do not check their parameters yet; these move into them.)"""
 
 SOLVERS: dict[str, Callable[[], dfx.AbstractSolver]] = {
     "exponential_euler": ExponentialEuler,
@@ -50,15 +54,6 @@ CONTROLLER_KINDS = {"pid": {"rtol", "atol"}}
 
 CONTROLLER_OPTIONAL = {"dtmin", "dtmax", "pcoeff", "icoeff", "dcoeff"}
 """Optional numeric keys of every controller kind."""
-
-
-def _suggest(name: str, choices) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    if not close:
-        lower = {c.lower(): c for c in choices}
-        if name.lower() in lower:
-            close = [lower[name.lower()]]
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 @contextlib.contextmanager
@@ -76,6 +71,22 @@ def _importable_from(directory: Path | None):
             sys.path.remove(entry)
 
 
+def _import(module_name: str, model_dir: Path | None):
+    """`importlib.import_module`, from `model_dir` too if given; a module that
+    calls `sys.exit` (or raises another `BaseException` but Ctrl-C) while
+    importing is an error, not the end of the program."""
+    try:
+        with _importable_from(model_dir):
+            return importlib.import_module(module_name)
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as e:  # SystemExit, GeneratorExit, ...
+        raise ImportError(
+            f"module {module_name!r} raised {type(e).__name__}"
+            f"{'(' + repr(e.args[0]) + ')' if e.args else ''} while being imported"
+        ) from None
+
+
 def _import_class(name: str, model_dir: Path | None, what: str):
     """The object `"module.path:ClassName"` names, importing the module as usual or
     else from `model_dir`. `what` ("mechanism", "synapse") is used in messages."""
@@ -83,13 +94,12 @@ def _import_class(name: str, model_dir: Path | None, what: str):
     if not module_name or not class_name or ":" in class_name:
         raise LookupError(f"{what} {name!r} is not of the form 'module.path:ClassName'")
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name, None)
     except ModuleNotFoundError as e:
         if e.name is None or module_name.split(".")[0] != e.name.split(".")[0]:
             raise LookupError(f"importing {module_name!r} failed: {e}") from None
         try:
-            with _importable_from(model_dir):
-                module = importlib.import_module(module_name)
+            module = _import(module_name, model_dir)
         except Exception as e2:  # noqa: BLE001 - any import failure is the user's
             raise LookupError(
                 f"cannot import module {module_name!r} for {what} {name!r}: {e2}"
@@ -259,3 +269,92 @@ def make_controller(
         raise ValueError(f"{kind} controller needs keys {sorted(missing)}")
     # kind == "pid"
     return dfx.PIDController(**config)
+
+
+def check_solver(solver: dfx.AbstractSolver, name: str, adaptive: bool) -> None:
+    """Whether `solver` can integrate a model (one term) with fixed steps
+    (`adaptive=False`) or under a step-size controller.
+
+    **Raises:** `LookupError` saying why not: a solver for several terms (e.g.
+    `SemiImplicitEuler`, `KenCarp4`, `ItoMilstein`), a diffrax implicit solver with
+    fixed steps (its root finder takes its tolerances from the controller), or a
+    solver without an error estimate under a controller.
+    """
+    structure = solver.term_structure
+    if not (inspect.isclass(structure) and issubclass(structure, dfx.AbstractTerm)):
+        raise LookupError(
+            f"solver {name!r} integrates terms of the structure {structure}, but a "
+            f"model is one term; use one of {sorted(SOLVERS)} or a single-term "
+            f"diffrax solver such as 'Tsit5' or 'Kvaerno5'"
+        )
+    if issubclass(structure, dfx.MultiTerm):
+        raise LookupError(f"solver {name!r} needs several terms; a model is one")
+    if not adaptive and isinstance(solver, dfx.AbstractImplicitSolver):
+        raise LookupError(
+            f"diffrax's implicit solver {name!r} needs an adaptive controller (its "
+            f"root finder takes its tolerances from it): give integration.controller,"
+            f" or use {sorted(SOLVERS)} for fixed steps"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Registry:
+    """Every table of names a model file may use.
+
+    **Fields:**
+
+    - `mechanisms`: density mechanisms (`cells[].mechanisms[].name`).
+    - `synapses`: synapse kinds (`synapses[].kind`).
+    - `stimuli`: stimulus kinds (`stimuli[].kind`).
+    - `solvers`: solver names (`integration.solver`; other names are looked up
+      as diffrax solver classes).
+    - `controllers`: controller kinds (`integration.controller.kind`) and the
+      class each makes.
+    - `point_processes`, `ions`, `variables`, `netcon_sources`: the format's
+      planned additions (NEURON's point processes, ions, recorded variables and
+      NetCon sources); empty until they are implemented.
+    """
+
+    mechanisms: Mapping[str, type]
+    synapses: Mapping[str, type]
+    stimuli: Mapping[str, type]
+    solvers: Mapping[str, Callable[[], dfx.AbstractSolver]]
+    controllers: Mapping[str, type]
+    point_processes: Mapping[str, type] = dataclasses.field(default_factory=dict)
+    ions: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    variables: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    netcon_sources: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def mechanism(self, name: str, model_dir: Path | None = None) -> type:
+        """See `resolve_mechanism`."""
+        return resolve_mechanism(name, model_dir)
+
+    def synapse(self, kind: str, model_dir: Path | None = None) -> type:
+        """See `resolve_synapse`."""
+        return resolve_synapse(kind, model_dir)
+
+    def stimulus(self, kind: str) -> type:
+        """The stimulus class of `kind`; `LookupError` if there is none."""
+        if kind not in self.stimuli:
+            names = " or ".join(repr(k) for k in self.stimuli)
+            raise LookupError(
+                f"unknown stimulus kind {kind!r}{_suggest(kind, self.stimuli)}: use "
+                f"{names}"
+            )
+        return self.stimuli[kind]
+
+    def solver(self, name: str, adaptive: bool) -> dfx.AbstractSolver:
+        """The solver `name` names, checked by `check_solver`."""
+        solver = resolve_solver(name)()
+        check_solver(solver, name, adaptive)
+        return solver
+
+
+REGISTRY = Registry(
+    mechanisms=MECHANISMS,
+    synapses=SYNAPSES,
+    stimuli=STIMULUS_KINDS,
+    solvers=SOLVERS,
+    controllers={"pid": dfx.PIDController},
+)
+"""The names model files may use (see `Registry`)."""

@@ -2,13 +2,37 @@
 
 These are plain descriptions (names, lengths, counts); `stable_ode.build` turns a
 list of cells into a `MembraneModel` of arrays. Units: µm, Ω·cm, µF/cm².
+
+Each class checks its own arguments when it is built and raises
+`InvalidArgument` (a `ValueError`) naming the argument's key path, so that a model
+file and the Python API accept exactly the same things.
 """
 
+import difflib
+import functools
+import math
+import sys
 from collections.abc import Sequence
 
 import equinox as eqx
 
+from .._errors import concrete_number, InvalidArgument
 from ..mechanisms import AbstractMechanism
+
+
+def _suggest(name: str, choices) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _listing(names: Sequence[str], limit: int = 20) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _positive(owner: str, argument: str, x) -> None:
+    if concrete_number(x) and not (math.isfinite(x) and x > 0):
+        raise InvalidArgument(owner, argument, f"must be > 0, got {x!r}")
 
 
 class Section(eqx.Module):
@@ -23,6 +47,10 @@ class Section(eqx.Module):
     - `parent`: name of the section whose point `parent_position` this section's
       0 end attaches to; `None` for the root.
     - `parent_position`: in [0, 1] (default 1.0, NEURON's default).
+
+    **Raises:** `InvalidArgument` (a `ValueError`) naming the argument if a value is
+    out of range, or if the geometry is too extreme for its compartments' area
+    (cm²) and axial resistance to be finite, non-zero float64 numbers.
     """
 
     name: str
@@ -33,28 +61,66 @@ class Section(eqx.Module):
     parent_position: float = 1.0
 
     def __check_init__(self):
-        if not (self.length > 0):
-            raise ValueError(
-                f"Section {self.name!r}: length must be > 0 µm, got {self.length}"
+        owner = f"Section {self.name!r}"
+        _positive(owner, "length", self.length)
+        _positive(owner, "diameter", self.diameter)
+        n = self.n_compartments
+        if isinstance(n, bool) or int(n) != n or n < 1:
+            raise InvalidArgument(
+                owner, "n_compartments", f"must be a positive integer, got {n!r}"
             )
-        if not (self.diameter > 0):
-            raise ValueError(
-                f"Section {self.name!r}: diameter must be > 0 µm, got {self.diameter}"
+        x = self.parent_position
+        if concrete_number(x) and not (0.0 <= x <= 1.0):
+            raise InvalidArgument(
+                owner, "parent_position", f"must be in [0, 1], got {x!r}"
             )
-        if int(self.n_compartments) != self.n_compartments or self.n_compartments < 1:
-            raise ValueError(
-                f"Section {self.name!r}: n_compartments must be an integer >= 1, "
-                f"got {self.n_compartments}"
+        if concrete_number(self.length) and concrete_number(self.diameter):
+            problem = _geometry_problem(
+                float(self.length), float(self.diameter), int(n)
             )
-        if not (0.0 <= self.parent_position <= 1.0):
-            raise ValueError(
-                f"Section {self.name!r}: parent_position must be in [0, 1], "
-                f"got {self.parent_position}"
-            )
+            if problem is not None:
+                raise InvalidArgument(owner, problem[0], problem[1])
+
+
+def axial_resistance_per_ra(length: float, diameter: float, n: int) -> float:
+    """Resistance of half a compartment per unit `Ra`: `(L/2n) / (π·(d/2)²)`, in
+    Ω per Ω·cm (µm converted to cm)."""
+    return (length / (2 * n)) * 1e-4 / (math.pi * (diameter / 2) ** 2 * 1e-8)
+
+
+def _geometry_problem(length: float, diameter: float, n: int):
+    """`(argument, problem)` if the compartments' area or axial resistance is not a
+    finite, normal, non-zero float64; else `None`."""
+    tiny, huge = sys.float_info.min, sys.float_info.max
+    try:
+        area = math.pi * diameter * (length / n) * 1e-8
+        cross = math.pi * (diameter / 2) ** 2 * 1e-8
+        r = (length / (2 * n)) * 1e-4 / cross if cross > 0 else math.inf
+    except OverflowError:
+        area = cross = r = math.inf
+    if not (tiny <= area <= huge):
+        return "diameter", (
+            f"{diameter!r} µm with length {length!r} µm and {n} compartment(s) "
+            f"gives a compartment area of {area:g} cm², not a finite non-zero number"
+        )
+    if not (tiny <= r <= huge and 1 / r >= tiny):
+        return "diameter", (
+            f"{diameter!r} µm with length {length!r} µm and {n} compartment(s) "
+            f"gives an axial resistance of {r:g} Ω per Ω·cm, not a finite non-zero "
+            f"number"
+        )
+    return None
 
 
 class Insert(eqx.Module):
-    """A mechanism inserted into the named sections of a cell (all if `None`)."""
+    """A mechanism inserted into the named sections of a cell (all if `None`).
+
+    **Arguments:**
+
+    - `mechanism`: an `AbstractMechanism` instance.
+    - `sections`: section names (each at most once, at least one), or `None` for
+      every section of the cell.
+    """
 
     mechanism: AbstractMechanism
     sections: tuple[str, ...] | None = None
@@ -62,12 +128,67 @@ class Insert(eqx.Module):
     def __init__(
         self, mechanism: AbstractMechanism, sections: Sequence[str] | None = None
     ):
-        if not isinstance(mechanism, AbstractMechanism):
-            raise TypeError(
-                f"Insert expects an AbstractMechanism instance, got {mechanism!r}"
-            )
         self.mechanism = mechanism
         self.sections = None if sections is None else tuple(sections)
+
+    def __check_init__(self):
+        if not isinstance(self.mechanism, AbstractMechanism):
+            raise TypeError(
+                f"Insert expects an AbstractMechanism instance, got {self.mechanism!r}"
+            )
+        if self.sections is None:
+            return
+        owner = f"Insert({type(self.mechanism).__name__})"
+        if not self.sections:
+            raise InvalidArgument(
+                owner,
+                "sections",
+                "must name at least one section (omit it to insert everywhere)",
+            )
+        seen = set()
+        for i, s in enumerate(self.sections):
+            if s in seen:
+                raise InvalidArgument(
+                    owner, f"sections[{i}]", f"section {s!r} is listed twice"
+                )
+            seen.add(s)
+
+
+class _Positions(dict):
+    """Section name → position in `Cell.sections`; hashable (by its names), so that
+    a `Cell` stays hashable with it as a static field."""
+
+    def __hash__(self):  # pyright: ignore[reportIncompatibleVariableOverride]
+        return hash(tuple(self))
+
+
+def _section(cell: "Cell", name: str) -> Section:
+    i = cell._positions.get(name)
+    if i is None or cell.sections[i].name != name:
+        for s in cell.sections:  # after `eqx.tree_at` renamed sections
+            if s.name == name:
+                return s
+        raise KeyError(
+            f"Cell {cell.name!r} has no section {name!r} "
+            f"(sections: {_listing([s.name for s in cell.sections])})"
+        )
+    return cell.sections[i]
+
+
+class _Lookup:
+    """A method that equinox does not wrap: `Module.__getattribute__` turns every
+    bound method into an `eqx.BoundMethod` module, whose construction flattens the
+    whole cell, so `cell.section(name)` on a cell of n sections cost O(n) and
+    looking up every section O(n²)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.fn
+        return functools.partial(self.fn, obj)
 
 
 class Cell(eqx.Module):
@@ -76,10 +197,15 @@ class Cell(eqx.Module):
     **Arguments:**
 
     - `name`: unique within the model.
-    - `sections`: the sections; exactly one has no parent.
-    - `mechanisms`: `Insert`s.
-    - `axial_resistivity`: Ω·cm (NEURON's `Ra`, default 35.4).
-    - `capacitance`: µF/cm² (NEURON's `cm`, default 1.0).
+    - `sections`: the sections; names unique, parents among them, no cycle, and
+      exactly one without a parent (the root).
+    - `mechanisms`: `Insert`s, naming sections of this cell.
+    - `axial_resistivity`: Ω·cm (NEURON's `Ra`, default 35.4), > 0.
+    - `capacitance`: µF/cm² (NEURON's `cm`, default 1.0), > 0.
+
+    **Raises:** `InvalidArgument` (a `ValueError`) naming the argument at fault, e.g.
+    `sections[2].parent` for a parent that is not a section of the cell. The
+    checks take time linear in the number of sections.
     """
 
     name: str
@@ -87,6 +213,7 @@ class Cell(eqx.Module):
     mechanisms: tuple[Insert, ...] = ()
     axial_resistivity: float = 35.4
     capacitance: float = 1.0
+    _positions: _Positions = eqx.field(static=True, repr=False)
 
     def __init__(
         self,
@@ -101,57 +228,101 @@ class Cell(eqx.Module):
         self.mechanisms = tuple(mechanisms)
         self.axial_resistivity = axial_resistivity
         self.capacitance = capacitance
+        self._positions = _Positions()
+        for i, s in enumerate(self.sections):
+            self._positions.setdefault(s.name, i)
+
+    def __check_init__(self):
+        owner = f"Cell {self.name!r}"
         if not self.sections:
-            raise ValueError(f"Cell {name!r} has no sections")
+            raise InvalidArgument(
+                owner, "sections", "a cell needs at least one section"
+            )
+        positions = self._positions
         names = [s.name for s in self.sections]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ValueError(f"Cell {name!r}: duplicate section names {sorted(dup)}")
+        if len(positions) != len(names):
+            for i, n in enumerate(names):
+                if positions[n] != i:
+                    raise InvalidArgument(
+                        owner, f"sections[{i}].name", f"duplicate section name {n!r}"
+                    )
+        for i, s in enumerate(self.sections):
+            if s.parent is not None and s.parent not in positions:
+                raise InvalidArgument(
+                    owner,
+                    f"sections[{i}].parent",
+                    f"parent {s.parent!r} is not a section of this cell "
+                    f"(sections: {_listing(names)}){_suggest(s.parent, names)}",
+                )
+        cycle = _first_cycle(self.sections, positions)
+        if cycle is not None:
+            i, chain = cycle
+            raise InvalidArgument(
+                owner,
+                f"sections[{i}].parent",
+                f"sections form a cycle: {' -> '.join(chain)}",
+            )
         roots = [s.name for s in self.sections if s.parent is None]
         if len(roots) != 1:
-            raise ValueError(
-                f"Cell {name!r} must have exactly one root section (no parent), "
-                f"has {len(roots)}: {roots}"
+            raise InvalidArgument(
+                owner,
+                "sections",
+                f"a cell needs exactly one root section (one without 'parent'), "
+                f"found {len(roots)}: {_listing(roots)}",
             )
-        for s in self.sections:
-            if s.parent is not None and s.parent not in names:
-                raise ValueError(
-                    f"Cell {name!r}: section {s.name!r} has parent {s.parent!r}, "
-                    f"which is not a section of this cell"
-                )
-        parent = {s.name: s.parent for s in self.sections}
-        for s in names:
-            seen, p = set(), s
-            while p is not None:
-                if p in seen:
-                    raise ValueError(
-                        f"Cell {name!r}: sections form a cycle through {p!r}"
+        for m, ins in enumerate(self.mechanisms):
+            for k, sec in enumerate(ins.sections or ()):
+                if sec not in positions:
+                    raise InvalidArgument(
+                        owner,
+                        f"mechanisms[{m}].sections[{k}]",
+                        f"unknown section {sec!r}{_suggest(sec, names)}: not a "
+                        f"section of this cell (sections: {_listing(names)})",
                     )
-                seen.add(p)
-                p = parent[p]
-        for ins in self.mechanisms:
-            for sec in ins.sections or ():
-                if sec not in names:
-                    raise ValueError(
-                        f"Cell {name!r}: mechanism {type(ins.mechanism).__name__} is "
-                        f"inserted in section {sec!r}, which is not a section of "
-                        f"this cell (sections: {names})"
+        _positive(owner, "axial_resistivity", self.axial_resistivity)
+        _positive(owner, "capacitance", self.capacitance)
+        ra = self.axial_resistivity
+        if concrete_number(ra):
+            for s in self.sections:
+                if concrete_number(s.length) and concrete_number(s.diameter):
+                    r = ra * axial_resistance_per_ra(
+                        float(s.length), float(s.diameter), int(s.n_compartments)
                     )
-        if not (axial_resistivity > 0):
-            raise ValueError(
-                f"Cell {name!r}: axial_resistivity must be > 0 Ω·cm, "
-                f"got {axial_resistivity}"
-            )
-        if not (capacitance > 0):
-            raise ValueError(
-                f"Cell {name!r}: capacitance must be > 0 µF/cm², got {capacitance}"
-            )
+                    if not (sys.float_info.min <= r <= sys.float_info.max):
+                        raise InvalidArgument(
+                            owner,
+                            "axial_resistivity",
+                            f"{ra!r} Ω·cm gives section {s.name!r} an axial "
+                            f"resistance of {r:g} Ω, not a finite non-zero number",
+                        )
 
-    def section(self, name: str) -> Section:
-        for s in self.sections:
-            if s.name == name:
-                return s
-        raise KeyError(
-            f"Cell {self.name!r} has no section {name!r} "
-            f"(sections: {[s.name for s in self.sections]})"
-        )
+    section = _Lookup(_section)
+    """`cell.section(name)`: the section called `name` (a dictionary lookup)."""
+
+
+def _first_cycle(sections, positions) -> tuple[int, list[str]] | None:
+    """The first section (in order) on a cycle of parents and the cycle from it
+    (`a -> b -> a`), or `None`; linear in the number of sections."""
+    state = [0] * len(sections)  # 0 unseen, 1 on the current walk, 2 done
+    on_cycle = [False] * len(sections)
+    for start in range(len(sections)):
+        walk, i = [], start
+        while i is not None and state[i] == 0:
+            state[i] = 1
+            walk.append(i)
+            p = sections[i].parent
+            i = None if p is None else positions[p]
+        if i is not None and state[i] == 1:  # closed a new cycle at i
+            for j in walk[walk.index(i) :]:
+                on_cycle[j] = True
+        for j in walk:
+            state[j] = 2
+    if not any(on_cycle):
+        return None
+    first = on_cycle.index(True)
+    chain, i = [sections[first].name], positions[sections[first].parent]
+    while i != first:
+        chain.append(sections[i].name)
+        i = positions[sections[i].parent]
+    chain.append(sections[first].name)
+    return first, chain

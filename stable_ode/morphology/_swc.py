@@ -8,6 +8,7 @@ others custom.
 
 import math
 import os
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -246,16 +247,16 @@ def load_swc(
 
     if single:
         starts = [c for p in soma_points for c in children[p.id] if c.type != 1]
-        queue = [(c, "soma", 0.5, True) for c in starts]
+        queue = deque((c, "soma", 0.5, True) for c in starts)
     else:
         kids = children[root.id]
         if not kids:
             raise ValueError(f"{file}, line {root.line}: the soma has no other points")
         kids = sorted(kids, key=lambda c: c.type != 1)  # soma runs first
-        queue = [(c, None, 0.0, False) for c in kids]
+        queue = deque((c, None, 0.0, False) for c in kids)
     root_section = None
     while queue:
-        first, parent, position, from_soma = queue.pop(0)
+        first, parent, position, from_soma = queue.popleft()
         run = run_from(first)
         prev = by_id[first.parent]
         pts = [prev.xyz] + [p.xyz for p in run]
