@@ -7,6 +7,7 @@ junctions), so the per-step cost has no Python loop over synapses or cells.
 """
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -14,7 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Int
 
+from ._group import AbstractStateGroup
 from ._stimulus import Site
+from .mechanisms import Environment
 from .mechanisms.synapses import AbstractSynapse, GapJunction
 
 
@@ -49,14 +52,46 @@ class Connections(eqx.Module):
             )
 
 
-class SynapseGroup(eqx.Module):
+class SynapseGroup(AbstractStateGroup):
     """Chemical synapses of one kind, vectorised: `synapse`'s fields have shape
-    `(n,)`; `pre`/`post` are compartment indices."""
+    `(n,)`; `pre`/`post` are compartment indices.
+
+    A group of states whose kinetics read `v[pre]` and whose current (nA) lands
+    on `v[post]`; its `Environment` is that of the postsynaptic compartments.
+    """
+
+    point_current: ClassVar[bool] = True
 
     synapse: AbstractSynapse
     pre: Int[Array, " n"]
     post: Int[Array, " n"]
     name: str = eqx.field(static=True)
+
+    @property
+    def compartments(self):
+        return self.post
+
+    @property
+    def label(self) -> str:
+        return f"synapse {self.name}"
+
+    def environment(self, model) -> Environment:
+        return Environment(
+            celsius=model.celsius,
+            area=model.area[self.post],
+            diam=model.diameter[self.post],
+            length=model.length[self.post],
+        )
+
+    def kinetics(self, model, v, states):
+        return self.synapse.kinetics(v[self.pre], states, self.environment(model))
+
+    def add_current(self, model, i, v, states):
+        env = self.environment(model)
+        return i.at[self.post].add(self.synapse.current(v[self.post], states, env))
+
+    def init_states(self, model, v):
+        return self.synapse.init_states(v[self.pre], self.environment(model))
 
 
 def _indices(sites, index_of, ncomp: int, what: str) -> np.ndarray:

@@ -57,7 +57,7 @@ def test_passive_exact_solution_is_a_fixed_point_check():
     v = exact_passive(model, t)
     dv = (exact_passive(model, t + h) - exact_passive(model, t - h)) / (2 * h)
     term = so.MembraneTerm(model)
-    y = so.State(v=jnp.asarray(v), gates=({},))
+    y = so.State(v=jnp.asarray(v), groups=({},))
     np.testing.assert_allclose(term.vf(t, y, None).v, dv, rtol=1e-6, atol=1e-6)
 
 
@@ -243,7 +243,7 @@ def test_user_mechanism():
         [cell], [so.StepCurrent(site, 0.2, 1.0, 50.0)], [so.Recording("v", site)]
     )
     # Steady state at v_init from the (inf, tau) form.
-    n0 = model.init_state().gates[1]["n"]
+    n0 = model.init_state().groups[1]["n"]
     np.testing.assert_allclose(n0, jax.nn.sigmoid((-65.0 + 53.0) / 15.0))
     be = so.simulate(model, 20.0, 0.01).recordings["v"]
     kv = so.simulate(

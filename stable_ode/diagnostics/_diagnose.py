@@ -25,7 +25,14 @@ from .._model import MembraneModel, State
 from .._simulate import _grid
 from .._solver import BackwardEuler
 from .._term import MembraneTerm
-from ._probes import ProbedLinearSolver, ProbedMechanism, ProbedSynapse, Recorder
+from ._probes import (
+    kinetics_function,
+    kinetics_values,
+    ProbedLinearSolver,
+    ProbedMechanism,
+    ProbedSynapse,
+    Recorder,
+)
 
 
 @dataclasses.dataclass
@@ -46,10 +53,11 @@ class Diagnosis:
       's', compartment i"`.
     - `value`: the bad value.
     - `stage`: what produced it: `"parameters"`, `"initial state"`, `"stimulus"`,
-      `"gate rates"`, `"current"`, `"linearisation"`, `"linear solve"`, `"voltage
-      update"`, `"gate update"`, `"loss"` or `"derivative of ..."` (backward).
+      `"kinetics"`, `"current"`, `"linearisation"`, `"linear solve"`, `"synapse
+      kinetics"`, `"synapse current"`, `"voltage update"`, `"state update"`,
+      `"loss"` or `"derivative of ..."` (backward).
     - `mechanism`: the mechanism's class name, where one is to blame.
-    - `function`: the function, e.g. `"MyChannel.gates"`.
+    - `function`: the function, e.g. `"MyChannel.kinetics"`.
     - `inputs`, `outputs`: that function's inputs and outputs at the culprit
       compartment at that moment (e.g. `{"v": -212.3, "m": 0.01}`), as floats.
     - `culprit_location`: the compartment where that function went bad.
@@ -142,23 +150,12 @@ def _bad_jnp(tree, threshold) -> jax.Array:
 def _state_entries(model: MembraneModel, y: State):
     """`(label, compartment indices, values, mechanism name)` of every state."""
     out = [("v", np.arange(model.n_compartments), np.asarray(y.v), None)]
-    for group, gates in zip(model.mechanisms, y.gates, strict=True):
-        name = _mech_name(group.mechanism)
-        for gate, val in gates.items():
-            out.append(
-                (f"{name}.{gate}", np.asarray(group.index), np.asarray(val), name)
-            )
-    # Synapse states, located at their postsynaptic compartment.
-    for group, states in zip(model.synapses, y.synapses, strict=True):
+    # Every group's states, located at their compartments (synapses: the
+    # postsynaptic one).
+    for group, states in zip(model.groups, y.groups):
+        comps = np.asarray(group.compartments)
         for state, val in states.items():
-            out.append(
-                (
-                    f"synapse {group.name}.{state}",
-                    np.asarray(group.post),
-                    np.asarray(val),
-                    group.name,
-                )
-            )
+            out.append((f"{group.label}.{state}", comps, np.asarray(val), group.name))
     return out
 
 
@@ -183,7 +180,7 @@ def _first_bad_state(model, y, threshold):
     # Any other state (e.g. synapse states): named by its path in the State.
     for path, val in jax.tree_util.tree_flatten_with_path(y)[0]:
         name = jax.tree_util.keystr(tuple(path)).lstrip(".")
-        if name.startswith(("v", "gates")) or not eqx.is_inexact_array(val):
+        if name.startswith(("v", "groups")) or not eqx.is_inexact_array(val):
             continue
         val = np.asarray(val).ravel()
         bad = _bad_np(val, threshold)
@@ -296,7 +293,7 @@ def _name_leaf(model: MembraneModel, path, j: int) -> tuple[str, int | None]:
         comp = int(np.asarray(group.index)[j])
         return f"{_mech_name(group.mechanism)}.{keys[3]}", comp
     name = jax.tree_util.keystr(tuple(path)).lstrip(".")
-    if name in ("area", "capacitance", "v_init"):
+    if name in ("area", "diameter", "length", "capacitance", "v_init"):
         return name, j
     return f"{name}[{j}]", None
 
@@ -306,10 +303,10 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
     current, a non-finite derivative): the origin of the bad value.
 
     Callbacks are unordered under `jit`, so records are taken in data-flow order:
-    gate rates, then currents (and their linearisation), then the linear solve.
+    kinetics, then currents (and their linearisation), then the linear solve.
     Any call with finite inputs and non-finite outputs is a true origin."""
     priority = {
-        "gates": 0,
+        "kinetics": 0,
         "synapse gates": 0,
         "current": 1,
         "synapse current": 1,
@@ -359,15 +356,17 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
         for x in outs.values():
             bad_out |= _bad_np(x, np.inf)
         bad = bad_out & ~bad_in
-        stage = "gate rates" if rec["kind"] == "gates" else "current"
-        func = f"{name}.{rec['kind']}"
+        is_kinetics = rec["kind"] == "kinetics"
+        stage = "kinetics" if is_kinetics else "current"
+        func = kinetics_function(mech) if is_kinetics else f"{name}.current"
         if not np.any(bad) and rec["kind"] == "current":
             # The implicit solvers linearise the current (jax.jvp): check it.
             v = jnp.asarray(ins["v"])
             states = {k: jnp.asarray(x) for k, x in ins.items() if k != "v"}
+            env = group.environment(model)
             _, di = jax.jvp(
-                lambda u, mech=mech, states=states: mech.current(
-                    u, states, model.celsius
+                lambda u, mech=mech, states=states, env=env: mech.current(
+                    u, states, env
                 ),
                 (v,),
                 (jnp.ones_like(v),),
@@ -380,7 +379,7 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
             j = int(np.argmax(bad))
             comp = int(np.asarray(group.index)[j])
             inputs = {k: float(x[j]) for k, x in ins.items()}
-            if rec["kind"] == "gates":
+            if is_kinetics:
                 inputs["celsius"] = float(model.celsius)
             else:
                 inputs.update(_params_at(mech, j, n))
@@ -406,14 +405,15 @@ def _synapse_culprit(model, rec, bad_in) -> Diagnosis | None:
     for x in outs.values():
         bad |= _bad_np(x, np.inf)
     bad &= ~bad_in
-    gates = rec["kind"] == "synapse gates"
-    stage = "synapse kinetics" if gates else "synapse current"
-    func = f"{type(syn).__name__}.{'gates' if gates else 'current'}"
-    if not np.any(bad) and not gates:
+    is_kinetics = rec["kind"] == "synapse kinetics"
+    stage = "synapse kinetics" if is_kinetics else "synapse current"
+    func = kinetics_function(syn) if is_kinetics else f"{type(syn).__name__}.current"
+    if not np.any(bad) and not is_kinetics:
         v = jnp.asarray(ins["v_post"])
         states = {k: jnp.asarray(x) for k, x in ins.items() if k != "v_post"}
+        env = group.environment(model)
         _, di = jax.jvp(
-            lambda u: syn.current(u, states, model.celsius), (v,), (jnp.ones_like(v),)
+            lambda u: syn.current(u, states, env), (v,), (jnp.ones_like(v),)
         )
         bad = _bad_np(di, np.inf) & ~bad_in
         if np.any(bad):
@@ -483,7 +483,7 @@ def _explain_step(model, solver, ts, k, y, ss, threshold, kind) -> Diagnosis:
     if culprit is not None:
         return dataclasses.replace(culprit, **base)
     # No function produced a non-finite value: the state update did.
-    if comp is None:  # a state outside v and the mechanisms' gates (synapses)
+    if comp is None:  # a state outside v and the groups' states
         return Diagnosis(
             **base,
             stage="state update",
@@ -491,17 +491,17 @@ def _explain_step(model, solver, ts, k, y, ss, threshold, kind) -> Diagnosis:
             inputs={"dt [ms]": float(t1 - t0)},
         )
     inputs = {"dt [ms]": float(t1 - t0), "v0 [mV]": float(y.v[comp])}
-    for group, gates in zip(model.mechanisms, y.gates, strict=True):
-        where = np.nonzero(np.asarray(group.index) == comp)[0]
+    for group, states in zip(model.groups, y.groups):
+        where = np.nonzero(np.asarray(group.compartments) == comp)[0]
         if where.size:
             j = int(where[0])
-            name = type(group.mechanism).__name__
-            for g, x in gates.items():
-                inputs[f"{name}.{g}"] = float(x[j])
-            i = group.mechanism.current(y.v[group.index], gates, model.celsius)
-            inputs[f"{name} current [mA/cm2]"] = float(i[j])
+            for g, x in states.items():
+                inputs[f"{group.label}.{g}"] = float(x[j])
+            i = group.add_current(model, jnp.zeros_like(y.v), y.v, states)
+            unit = "nA" if group.point_current else "mA/cm2"
+            inputs[f"{group.label} current [{unit}]"] = float(i[comp])
     inputs["stimulus [mA/cm2]"] = float(model.stimulus_density(0.5 * (t0 + t1))[comp])
-    stage = "voltage update" if label == "v" else "gate update"
+    stage = "voltage update" if label == "v" else "state update"
     return Diagnosis(
         **base,
         stage=stage,
@@ -530,7 +530,7 @@ def _explain_initial(model, y0, threshold, kind) -> Diagnosis:
     culprit = _culprit_from_records(pmodel, rec.records, threshold)
     if culprit is not None:
         culprit = dataclasses.replace(culprit, **base)
-        culprit.notes.append("steady-state gate values at v_init (init_states)")
+        culprit.notes.append("initial states at v_init (init_states)")
         return culprit
     return Diagnosis(
         **base,
@@ -709,28 +709,28 @@ def _name_cotangent(model, ct_p, ct_y, k, ts, n, stage) -> Diagnosis:
 def _blame_derivative(model: MembraneModel, y0: State, y1: State):
     """The first mechanism function whose derivative (what the backward pass
     multiplies cotangents by) is non-finite at the step's states."""
+    n_mech = len(model.mechanisms)
     for y in (y0, y1):
-        for group, gates in zip(model.mechanisms, y.gates, strict=True):
+        for group, gates in zip(model.mechanisms, y.groups[:n_mech], strict=True):
             mech = group.mechanism
             name = type(mech).__name__
             n = int(group.index.shape[0])
             v = y.v[group.index]
+            env = group.environment(model)
 
-            def kin(m, v):
-                return {
-                    k: (g.inf, g.rate) for k, g in m.gates(v, model.celsius).items()
-                }
+            def kin(m, v, s, env=env):
+                return kinetics_values(m.kinetics(v, s, env), s)
 
-            def cur(m, v, s):
-                return m.current(v, s, model.celsius)
+            def cur(m, v, s, env=env):
+                return m.current(v, s, env)
 
-            def lin(m, v, s):
+            def lin(m, v, s, env=env):
                 return jax.jvp(
-                    lambda u: m.current(u, s, model.celsius), (v,), (jnp.ones_like(v),)
+                    lambda u: m.current(u, s, env), (v,), (jnp.ones_like(v),)
                 )[1]
 
             checks = [
-                ("gate rates", f"{name}.gates", (kin, mech, v)),
+                ("kinetics", kinetics_function(mech), (kin, mech, v, gates)),
                 ("current", f"{name}.current", (cur, mech, v, gates)),
                 ("linearisation", f"jax.jvp of {name}.current", (lin, mech, v, gates)),
             ]
@@ -783,10 +783,10 @@ def diagnose(
     magnitude exceeds `threshold` (in practice the voltage, in mV). The report
     names the step and time, the state and compartment (cell, section, index),
     and the first function in that step whose inputs were finite and whose
-    outputs were not — a mechanism's gate rates or current, the linearisation of
+    outputs were not — a mechanism's kinetics or current, the linearisation of
     the current (`jax.jvp`), the voltage linear solve, the stimulus — with its
     inputs at that moment; or, if every function's output was finite, the
-    solver's voltage or gate update with the values that fed it. It works for any
+    solver's voltage or state update with the values that fed it. It works for any
     mechanism, including users' own, without changes to them.
 
     With `loss`, and a healthy forward pass, it then runs the backward pass one
