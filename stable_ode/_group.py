@@ -7,7 +7,8 @@ diagnostics iterate groups uniformly:
 - `environment(model)`: the `Environment` its mechanism sees;
 - `kinetics(model, v, states)`: how each of its states moves at the model's
   voltages `v` (a dict of `AbstractKinetics`);
-- `add_current(model, i, v, states)`: its current added into the accumulator
+- `current(model, v, states)`: its current per entry; `add_current(model, i, v,
+  states)`: that current added into the accumulator
   `i` of its kind (`point_current`: densities in mA/cm², or point currents in
   nA, converted once for all point groups);
 - `init_states(model, v)`: its initial states.
@@ -53,6 +54,13 @@ class AbstractStateGroup(eqx.Module):
         self, model, v: Float[Array, " ncomp"], states: dict[str, Array]
     ) -> dict[str, AbstractKinetics]:
         """Kinetics of this group's states at the model's voltages `v` (mV)."""
+
+    @abc.abstractmethod
+    def current(
+        self, model, v: Float[Array, " ncomp"], states: dict[str, Array]
+    ) -> Float[Array, " n"]:
+        """This group's outward current per entry (mA/cm² or, for
+        `point_current` groups, nA) at the model's voltages `v` (mV)."""
 
     @abc.abstractmethod
     def add_current(
@@ -126,9 +134,12 @@ class MechanismGroup(AbstractStateGroup):
     def kinetics(self, model, v, states):
         return self.mechanism.kinetics(self.take(v), states, self.environment(model))
 
-    def add_current(self, model, i, v, states):
+    def current(self, model, v, states):
         env = self.environment(model)
-        return self.add_to(i, self.mechanism.current(self.take(v), states, env))
+        return self.mechanism.current(self.take(v), states, env)
+
+    def add_current(self, model, i, v, states):
+        return self.add_to(i, self.current(model, v, states))
 
     def init_states(self, model, v):
         return self.mechanism.init_states(self.take(v), self.environment(model))

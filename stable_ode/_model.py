@@ -188,6 +188,9 @@ def build(
             "dtype float64 needs 64-bit JAX: call "
             "`jax.config.update('jax_enable_x64', True)` before building the model"
         )
+    for name, value in (("celsius", celsius), ("v_init", v_init)):
+        if not np.isfinite(value):
+            raise ValueError(f"build: {name} must be finite, got {value}")
     cells = list(cells)
     if not cells:
         raise ValueError("build needs at least one cell")
@@ -240,8 +243,19 @@ def build(
                 for k in range(cell.section(s).n_compartments)
             ]
             where = f"cell {cell.name!r}, mechanism {type(ins.mechanism).__name__}"
+            labels = [
+                f"section {s!r}"
+                for s in secs
+                for _ in range(cell.section(s).n_compartments)
+            ]
             mech = cast_params(
-                ins.mechanism, len(idx), dtype, where, "compartments", to_jax=False
+                ins.mechanism,
+                len(idx),
+                dtype,
+                where,
+                "compartments",
+                to_jax=False,
+                labels=labels,
             )
             key = jax.tree_util.tree_structure(mech)
             inserted.setdefault(key, []).append(
@@ -284,7 +298,7 @@ def build(
         recordings=tuple((r.name, index_of(r.site)) for r in recordings),
         sections=tuple(sections),
     )
-    return MembraneModel(
+    model = MembraneModel(
         area=jnp.asarray(area, dtype),
         diameter=jnp.asarray(diameter, dtype),
         length=jnp.asarray(length, dtype),
@@ -297,6 +311,54 @@ def build(
         layout=layout,
         synapses=synapse_groups,
     )
+    _check_shapes(model)
+    return model
+
+
+def _check_shapes(model: MembraneModel):
+    """Every group's initial states, kinetics and current have one entry per
+    compartment (or synapse) of the group: else a `ValueError` naming the
+    mechanism, the function and where it is inserted. Traced only
+    (`jax.eval_shape`): nothing is computed."""
+
+    def describe(group) -> str:
+        if isinstance(group, MechanismGroup):
+            cells = sorted({c for c, _ in group.sections})
+            secs = sorted({s for _, s in group.sections})
+            return f"mechanism {group.name} (cells {cells}, sections {secs})"
+        return f"synapse group {group.name!r}"
+
+    v = model.v_init
+    for group in model.groups:
+        n = group.compartments.shape[0]
+
+        def check(what, leaf, group=group, n=n):
+            if leaf.shape != (n,):
+                raise ValueError(
+                    f"{describe(group)}: {what} has shape {leaf.shape}, expected "
+                    f"({n},) (one value per entry of the group)"
+                )
+
+        names = []
+
+        def shapes(s, group=group, names=names):
+            kin = group.kinetics(model, v, s)
+            names.extend(kin)
+            rhs = {k: kin[k].rhs(s[k]) for k in kin if k in s}
+            return rhs, group.current(model, v, s)
+
+        x = jax.eval_shape(lambda g=group: g.init_states(model, v))
+        for name, leaf in x.items():
+            check(f"init_states()[{name!r}]", leaf)
+        rhs, i = jax.eval_shape(shapes, x)
+        if set(names) != set(x):
+            raise ValueError(
+                f"{describe(group)}: kinetics() returns states {sorted(names)} but "
+                f"init_states() returns {sorted(x)}"
+            )
+        for name, leaf in rhs.items():
+            check(f"the kinetics of state {name!r} (its rhs)", leaf)
+        check("current()", i)
 
 
 def _has_cycle(n: int, edges) -> bool:

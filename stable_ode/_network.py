@@ -86,9 +86,12 @@ class SynapseGroup(AbstractStateGroup):
     def kinetics(self, model, v, states):
         return self.synapse.kinetics(v[self.pre], states, self.environment(model))
 
-    def add_current(self, model, i, v, states):
+    def current(self, model, v, states):
         env = self.environment(model)
-        return i.at[self.post].add(self.synapse.current(v[self.post], states, env))
+        return self.synapse.current(v[self.post], states, env)
+
+    def add_current(self, model, i, v, states):
+        return i.at[self.post].add(self.current(model, v, states))
 
     def init_states(self, model, v):
         return self.synapse.init_states(v[self.pre], self.environment(model))
@@ -105,9 +108,22 @@ def _indices(sites, index_of, ncomp: int, what: str) -> np.ndarray:
     return np.asarray([index_of(s) for s in sites], np.int32)
 
 
-def cast_params(module, n: int, dtype, where: str, what: str, *, to_jax: bool = True):
+def cast_params(
+    module,
+    n: int,
+    dtype,
+    where: str,
+    what: str,
+    *,
+    to_jax: bool = True,
+    labels=None,
+):
     """Each floating field of `module` as an array of shape `(n,)` and `dtype`
-    (NumPy arrays if `to_jax=False`, for cheap concatenation while building)."""
+    (NumPy arrays if `to_jax=False`, for cheap concatenation while building).
+
+    A parameter of the wrong shape, or with a non-finite (NaN or ±inf) value,
+    is a `ValueError` naming `where`, the parameter and, for a non-finite
+    entry, `labels[j]` (what entry `j` is, e.g. its section), if given."""
     np_dtype = np.dtype(dtype)
 
     def numeric_list(x):
@@ -117,22 +133,31 @@ def cast_params(module, n: int, dtype, where: str, what: str, *, to_jax: bool = 
             and all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in x)
         )
 
-    def cast(x):
+    def cast(path, x):
         if isinstance(x, bool) or not (
             numeric_list(x) or isinstance(x, (int, float, np.ndarray, jax.Array))
         ):
             return x
+        name = jax.tree_util.keystr(tuple(path)).lstrip(".")
         a = np.asarray(x, dtype=np_dtype)
         if a.ndim == 0:
             a = np.full((n,), a, np_dtype)
         elif a.shape != (n,):
             raise ValueError(
-                f"{where}: parameter array of shape {a.shape} does not match the "
-                f"{n} {what} it applies to"
+                f"{where}: parameter {name!r} has shape {a.shape}, which does not "
+                f"match the {n} {what} it applies to"
+            )
+        bad = ~np.isfinite(a)
+        if np.any(bad):
+            j = int(np.argmax(bad))
+            at = "" if labels is None else f" in {labels[j]}"
+            raise ValueError(
+                f"{where}: parameter {name!r} is {a[j]}{at}; parameters must be "
+                "finite"
             )
         return jnp.asarray(a) if to_jax else a
 
-    return jax.tree_util.tree_map(cast, module, is_leaf=numeric_list)
+    return jax.tree_util.tree_map_with_path(cast, module, is_leaf=numeric_list)
 
 
 def build_connections(connections: Sequence[Connections], index_of, ncomp: int, dtype):
@@ -159,7 +184,14 @@ def build_connections(connections: Sequence[Connections], index_of, ncomp: int, 
             continue
         groups.append(
             SynapseGroup(
-                synapse=cast_params(c.synapse, n, dtype, where, "synapses"),
+                synapse=cast_params(
+                    c.synapse,
+                    n,
+                    dtype,
+                    where,
+                    "synapses",
+                    labels=[f"synapse {j}" for j in range(n)],
+                ),
                 pre=jnp.asarray(pre),
                 post=jnp.asarray(post),
                 name=name,

@@ -221,14 +221,14 @@ class Kdr(so.AbstractMechanism):
     gbar: float = 0.036  # S/cm²
     ek: float = -77.0  # mV
 
-    def gates(self, v, celsius):
-        del celsius
+    def kinetics(self, v, states, env):
+        del states, env
         inf = jax.nn.sigmoid((v + 53.0) / 15.0)
         tau = 1.0 + 4.0 * so.safe_exp(-jnp.square((v + 60.0) / 30.0))
         return {"n": so.inf_tau_gate(inf, tau)}
 
-    def current(self, v, states, celsius):
-        del celsius
+    def current(self, v, states, env):
+        del env
         return self.gbar * states["n"] ** 4 * (v - self.ek)
 
 

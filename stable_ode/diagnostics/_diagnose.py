@@ -307,7 +307,7 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
     Any call with finite inputs and non-finite outputs is a true origin."""
     priority = {
         "kinetics": 0,
-        "synapse gates": 0,
+        "synapse kinetics": 0,
         "current": 1,
         "synapse current": 1,
         "linear solve": 2,

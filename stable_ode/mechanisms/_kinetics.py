@@ -121,8 +121,9 @@ class RateEquation(AbstractKinetics):
     It is exact when `f` is affine in `x` (`f = a + J·x` relaxes to `-a/J` with
     rate `-J`), and on stiff decaying components (`J·dt → -∞`) it tends to the
     linearised steady state `x - f0/J` without overshooting it: the step is
-    stable for every `dt`. Order 1 in general (order 2 for the frozen stage
-    when `f` is affine). `exprel` is finite for every finite argument.
+    stable for every `dt`. With the exact Jacobian the step is of order 2 for
+    the frozen stage (local error O(dt³)); the splitting solver around it sets
+    the overall order. `exprel` is finite for every finite argument.
 
     **Error filter:** `z = max(-J·dt, 0)` at the given state (decaying
     components only; growing ones are not filtered).
