@@ -152,8 +152,7 @@ def cast_params(
             j = int(np.argmax(bad))
             at = "" if labels is None else f" in {labels[j]}"
             raise ValueError(
-                f"{where}: parameter {name!r} is {a[j]}{at}; parameters must be "
-                "finite"
+                f"{where}: parameter {name!r} is {a[j]}{at}; parameters must be finite"
             )
         return jnp.asarray(a) if to_jax else a
 
