@@ -626,31 +626,31 @@ def profile_model(model, t_max: float, dt: float, repeats: int) -> None:
         return jax.lax.scan(body, y0, jnp.arange(n, dtype=dtype))[0].v
 
     def gates_piece(term, y, t):
-        kin = term.model.gate_kinetics(y.v)
-        gates = tuple(
+        kin = term.model.kinetics(y.v, y.groups)
+        groups = tuple(
             {k: x[k] + (kn[k].inf - x[k]) * -jnp.expm1(-kn[k].rate * dt) for k in x}
-            for kn, x in zip(kin, y.gates, strict=True)
+            for kn, x in zip(kin, y.groups, strict=True)
         )
-        return so.State(v=y.v + eps_of(y) * gates[0]["m"].sum(), gates=gates)
+        return so.State(v=y.v + eps_of(y) * groups[0]["m"].sum(), groups=groups)
 
     def eps_of(y):
         return jnp.asarray(1e-6, y.v.dtype)
 
     def current_piece(term, y, t):
-        return so.State(v=y.v + eps_of(y) * term.model.ionic_current(y.v, y.gates),
-                        gates=y.gates)  # fmt: skip
+        return so.State(v=y.v + eps_of(y) * term.model.ionic_current(y.v, y.groups),
+                        groups=y.groups)  # fmt: skip
 
     def jvp_piece(term, y, t):
-        i, g = term.linearised_current(y.v, y.gates)
-        return so.State(v=y.v + eps_of(y) * (i + g), gates=y.gates)
+        i, g = term.linearised_current(y.v, y.groups)
+        return so.State(v=y.v + eps_of(y) * (i + g), groups=y.groups)
 
     def stim_piece(term, y, t):
         return so.State(v=y.v + eps_of(y) * term.model.stimulus_density(t),
-                        gates=y.gates)  # fmt: skip
+                        groups=y.groups)  # fmt: skip
 
     def axial_piece(term, y, t):
         return so.State(v=y.v + eps_of(y) * term.model.axial_density(y.v),
-                        gates=y.gates)  # fmt: skip
+                        groups=y.groups)  # fmt: skip
 
     def solve_piece(term, y, t):
         c = term.model.coupling
@@ -658,16 +658,16 @@ def profile_model(model, t_max: float, dt: float, repeats: int) -> None:
         sol = lx.linear_solve(
             c.operator(d, 1.0), c.to_operator_order(y.v), lx.Tridiagonal(), throw=False
         )
-        return so.State(v=c.from_operator_order(sol.value), gates=y.gates)
+        return so.State(v=c.from_operator_order(sol.value), groups=y.groups)
 
     def divide_piece(term, y, t):
         # The solve without a linear solver: exact for one compartment (no coupling).
         d = term.model.area * (1 / (1000 * dt) + 0.1 + 1e-3 * y.v)
         d = d + term.model.coupling.self_conductance()
-        return so.State(v=y.v / d, gates=y.gates)
+        return so.State(v=y.v / d, groups=y.groups)
 
     def empty_piece(term, y, t):
-        return so.State(v=y.v + eps_of(y), gates=y.gates)
+        return so.State(v=y.v + eps_of(y), groups=y.groups)
 
     class Strip(dfx.AbstractSolver):
         """`BackwardEuler` whose `step` returns no error estimate and/or always

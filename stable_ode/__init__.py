@@ -44,12 +44,16 @@ from ._stimulus import (
 from ._term import MembraneTerm as MembraneTerm
 from ._trainable import Trainable as Trainable
 from .mechanisms import (
+    AbstractKinetics as AbstractKinetics,
     AbstractMechanism as AbstractMechanism,
     alpha_beta_gate as alpha_beta_gate,
+    Environment as Environment,
     Gate as Gate,
     HH as HH,
     inf_tau_gate as inf_tau_gate,
     Passive as Passive,
+    RateEquation as RateEquation,
+    Relaxation as Relaxation,
 )
 from .mechanisms.synapses import (
     AbstractSynapse as AbstractSynapse,

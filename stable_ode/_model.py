@@ -14,101 +14,23 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Float
 
+from ._build import check_shapes, choose_coupling
+from ._group import AbstractStateGroup, MechanismGroup
 from ._network import build_connections, cast_params, Connections, SynapseGroup
+from ._state import group_states, State
 from ._stimulus import build_stimuli, Site, StepCurrent, Stimuli, TraceCurrent
-from .mechanisms import AbstractMechanism, Gate
-from .morphology._cell import Cell
+from .mechanisms import AbstractKinetics
+from .morphology._cell import Cell, Section
 from .morphology._coupling import (
     AbstractCoupling,
-    dense_coupling,
-    NoCoupling,
-    TridiagonalCoupling,
 )
 from .morphology._discretise import (
     compartment_of,
     CompartmentInfo,
     discretise,
-    path_order,
 )
-from .morphology._tree import tree_coupling
-
-
-class State(eqx.Module):
-    """The state of a membrane model.
-
-    **Fields:**
-
-    - `v`: membrane potential per compartment, mV, shape `(ncomp,)`.
-    - `gates`: one dict per mechanism group (in `MembraneModel.mechanisms` order)
-      mapping gate names to values in [0, 1], shape `(n_group,)`.
-    - `synapses`: one dict per synapse group (in `MembraneModel.synapses` order)
-      mapping state names to values, shape `(n_synapses,)`.
-
-    Either is `{}` rather than `()` when there are no groups (see `group_states`).
-    """
-
-    v: Float[Array, " ncomp"]
-    gates: tuple[dict[str, Float[Array, " n"]], ...]
-    synapses: tuple[dict[str, Float[Array, " n"]], ...] | dict = eqx.field(
-        default_factory=dict
-    )
-
-
-def group_states(per_group) -> tuple | dict:
-    """Per-group states as a tuple, or `{}` when there are no groups.
-
-    (An empty tuple is a singleton; equinox's buffer rewriting inside diffrax's
-    implicit Runge–Kutta solvers cannot tell its occurrences apart and fails with
-    "Only arrays can be treated as buffers". A fresh `{}` has no such problem.)
-    """
-    out = tuple(per_group)
-    return out if out else {}
-
-
-def relaxation_rhs(kinetics, states):
-    """`rate·(inf - x)` (1/ms) for every state `x` of every group."""
-    return group_states(
-        {k: kin[k].rate * (kin[k].inf - x[k]) for k in x}
-        for kin, x in zip(kinetics, states)
-    )
-
-
-class MechanismGroup(eqx.Module):
-    """A mechanism inserted in the compartments `index`.
-
-    `mechanism`'s floating fields have shape `(len(index),)`. Every insertion of
-    the same mechanism class (with the same parameter structure) across all cells
-    forms one group, so the per-step cost is one vectorised call per mechanism
-    type, whatever the number of cells. `sections` lists the `(cell, section)`
-    pairs it covers; `model.layout` names each compartment.
-    """
-
-    mechanism: AbstractMechanism
-    index: Int[Array, " n"]
-    sections: tuple[tuple[str, str], ...] = eqx.field(static=True)
-    span: tuple[int, int] | None = eqx.field(static=True, default=None)
-
-    def take(self, x: Float[Array, " ncomp"]) -> Float[Array, " n"]:
-        """`x` at this group's compartments (a slice when they are contiguous,
-        which spares a gather per step)."""
-        if self.span is not None:
-            return x[self.span[0] : self.span[1]]
-        return x[self.index]
-
-    def add_to(self, x: Float[Array, " ncomp"], y: Float[Array, " n"]):
-        """`x` with `y` added at this group's compartments."""
-        if self.span is not None:
-            a, b = self.span
-            if a == 0 and b == x.shape[0]:
-                return x + y
-            return x.at[a:b].add(y)
-        return x.at[self.index].add(y)
-
-    @property
-    def name(self) -> str:
-        return type(self.mechanism).__name__
 
 
 @dataclass(frozen=True)
@@ -117,6 +39,7 @@ class Layout:
 
     compartments: tuple[CompartmentInfo, ...]
     recordings: tuple[tuple[str, int], ...]
+    sections: tuple[tuple[str, Section, int], ...] = ()  # (cell, section, offset)
 
     def describe(self, index: int) -> str:
         c = self.compartments[index]
@@ -136,6 +59,8 @@ class MembraneModel(eqx.Module):
     **Fields:**
 
     - `area`: lateral membrane area per compartment, cm².
+    - `diameter`: diameter per compartment, µm.
+    - `length`: length per compartment, µm.
     - `capacitance`: specific capacitance per compartment, µF/cm².
     - `coupling`: axial coupling (`AbstractCoupling`).
     - `mechanisms`: tuple of `MechanismGroup`.
@@ -147,6 +72,8 @@ class MembraneModel(eqx.Module):
     """
 
     area: Float[Array, " ncomp"]
+    diameter: Float[Array, " ncomp"]
+    length: Float[Array, " ncomp"]
     capacitance: Float[Array, " ncomp"]
     coupling: AbstractCoupling
     mechanisms: tuple[MechanismGroup, ...]
@@ -164,38 +91,38 @@ class MembraneModel(eqx.Module):
     def dtype(self):
         return self.area.dtype
 
-    def gate_kinetics(self, v: Float[Array, " ncomp"]) -> tuple[dict[str, Gate], ...]:
-        """Every mechanism group's gate kinetics at voltages `v`."""
-        return tuple(
-            g.mechanism.gates(g.take(v), self.celsius) for g in self.mechanisms
-        )
+    @property
+    def groups(self) -> tuple[AbstractStateGroup, ...]:
+        """Every group of states, in `State.groups` order: the mechanism groups,
+        then the synapse groups."""
+        return self.mechanisms + self.synapses
 
-    def synapse_kinetics(
-        self, v: Float[Array, " ncomp"]
-    ) -> tuple[dict[str, Gate], ...]:
-        """Every synapse group's state kinetics, driven by presynaptic voltages."""
-        return tuple(g.synapse.gates(v[g.pre], self.celsius) for g in self.synapses)
+    def kinetics(
+        self, v: Float[Array, " ncomp"], states: tuple[dict[str, Array], ...] | dict
+    ) -> tuple[dict[str, AbstractKinetics], ...] | dict:
+        """Every group's kinetics at voltages `v` (mV) and group states `states`
+        (`State.groups`), as a tuple in the same order."""
+        return group_states(g.kinetics(self, v, x) for g, x in zip(self.groups, states))
 
     def ionic_current(
         self,
         v: Float[Array, " ncomp"],
-        gates: tuple[dict[str, Array], ...],
-        synapses: tuple[dict[str, Array], ...] = (),
+        states: tuple[dict[str, Array], ...] | dict,
     ) -> Float[Array, " ncomp"]:
-        """Total outward membrane current density per compartment, mA/cm²:
-        channels, plus chemical synapses onto the compartment (nA → mA/cm²)."""
+        """Total outward membrane current density per compartment, mA/cm², at
+        voltages `v` (mV) and group states `states` (`State.groups`): density
+        groups (channels) added group by group, then the point currents of the
+        other groups (synapses onto the compartment, nA → mA/cm²)."""
         i = jnp.zeros_like(v)
-        for group, states in zip(self.mechanisms, gates):
-            i = group.add_to(
-                i, group.mechanism.current(group.take(v), states, self.celsius)
-            )
-        if self.synapses:
-            isyn = jnp.zeros_like(v)
-            for group, states in zip(self.synapses, synapses):
-                isyn = isyn.at[group.post].add(
-                    group.synapse.current(v[group.post], states, self.celsius)
-                )
-            i = i + 1e-6 * isyn / self.area
+        point = None
+        for group, x in zip(self.groups, states):
+            if group.point_current:
+                point = jnp.zeros_like(v) if point is None else point
+                point = group.add_current(self, point, v, x)
+            else:
+                i = group.add_current(self, i, v, x)
+        if point is not None:
+            i = i + 1e-6 * point / self.area
         return i
 
     def stimulus_density(self, t) -> Float[Array, " ncomp"]:
@@ -207,26 +134,18 @@ class MembraneModel(eqx.Module):
         return self.coupling.current(v) / self.area
 
     def init_state(self) -> State:
-        """Voltages at `v_init`, every gate at its steady state there."""
+        """Voltages at `v_init`, every group's states at their initial values
+        there (gates at steady state)."""
         v = self.v_init
-        gates = group_states(
-            g.mechanism.init_states(g.take(v), self.celsius) for g in self.mechanisms
+        return State(
+            v=v, groups=group_states(g.init_states(self, v) for g in self.groups)
         )
-        synapses = group_states(
-            g.synapse.init_states(v[g.pre], self.celsius) for g in self.synapses
-        )
-        return State(v=v, gates=gates, synapses=synapses)
 
     def index(self, cell: str, section: str, position: float = 0.5) -> int:
         """Compartment index of `section(position)` in `cell` (NEURON's `sec(x)`)."""
-        for i, c in enumerate(self.layout.compartments):
-            if c.cell == cell and c.section == section:
-                n = sum(
-                    1
-                    for d in self.layout.compartments
-                    if d.cell == cell and d.section == section
-                )
-                return i + min(int(np.floor(position * n)), n - 1)
+        for name, sec, offset in self.layout.sections:
+            if name == cell and sec.name == section:
+                return offset + compartment_of(sec, position)
         raise KeyError(f"No section {section!r} in cell {cell!r}")
 
 
@@ -265,6 +184,9 @@ def build(
             "dtype float64 needs 64-bit JAX: call "
             "`jax.config.update('jax_enable_x64', True)` before building the model"
         )
+    for name, value in (("celsius", celsius), ("v_init", v_init)):
+        if not np.isfinite(value):
+            raise ValueError(f"build: {name} must be finite, got {value}")
     cells = list(cells)
     if not cells:
         raise ValueError("build needs at least one cell")
@@ -276,6 +198,15 @@ def build(
 
     infos, area, cap, offsets, edges, junctions = discretise(cells)
     n = len(infos)
+    diameter, length = np.zeros(n), np.zeros(n)
+    sections = []
+    for cell in cells:
+        for sec in cell.sections:
+            start = offsets[cell.name][sec.name]
+            stop = start + sec.n_compartments
+            diameter[start:stop] = sec.diameter
+            length[start:stop] = sec.length / sec.n_compartments
+            sections.append((cell.name, sec, start))
 
     def index_of(site: Site) -> int:
         if site.cell not in by_name:
@@ -291,7 +222,7 @@ def build(
 
     synapse_groups, gap_edges = build_connections(connections, index_of, n, dtype)
     edges = edges + gap_edges
-    coupling = _choose_coupling(n, edges, junctions, dtype)
+    coupling = choose_coupling(n, edges, junctions, dtype)
 
     # One group per mechanism type (and parameter structure) across all cells.
     inserted: dict = {}
@@ -308,8 +239,19 @@ def build(
                 for k in range(cell.section(s).n_compartments)
             ]
             where = f"cell {cell.name!r}, mechanism {type(ins.mechanism).__name__}"
+            labels = [
+                f"section {s!r}"
+                for s in secs
+                for _ in range(cell.section(s).n_compartments)
+            ]
             mech = cast_params(
-                ins.mechanism, len(idx), dtype, where, "compartments", to_jax=False
+                ins.mechanism,
+                len(idx),
+                dtype,
+                where,
+                "compartments",
+                to_jax=False,
+                labels=labels,
             )
             key = jax.tree_util.tree_structure(mech)
             inserted.setdefault(key, []).append(
@@ -350,9 +292,12 @@ def build(
     layout = Layout(
         compartments=tuple(infos),
         recordings=tuple((r.name, index_of(r.site)) for r in recordings),
+        sections=tuple(sections),
     )
-    return MembraneModel(
+    model = MembraneModel(
         area=jnp.asarray(area, dtype),
+        diameter=jnp.asarray(diameter, dtype),
+        length=jnp.asarray(length, dtype),
         capacitance=jnp.asarray(cap, dtype),
         coupling=coupling,
         mechanisms=tuple(groups),
@@ -362,44 +307,5 @@ def build(
         layout=layout,
         synapses=synapse_groups,
     )
-
-
-def _has_cycle(n: int, edges) -> bool:
-    parent = list(range(n))
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i, j, _ in edges:
-        ri, rj = find(i), find(j)
-        if ri == rj:
-            return True
-        parent[ri] = rj
-    return False
-
-
-def _choose_coupling(n, edges, junctions, dtype) -> AbstractCoupling:
-    """The cheapest exact structure for the compartment graph: none, paths
-    (tridiagonal, LAPACK), a forest (tree solve), or, if gap junctions close a
-    cycle, a dense matrix (LU; O(n³) per step, for small models only)."""
-    if not edges and not junctions:
-        return NoCoupling(ncomp=n, dtype=dtype.name)
-    n_nodes = n + len(junctions)
-    all_edges = list(edges) + [
-        (n + k, i, g) for k, members in enumerate(junctions) for i, g in members
-    ]
-    if _has_cycle(n_nodes, all_edges):
-        return dense_coupling(n, edges, junctions, dtype)
-    path = None if junctions else path_order(n, edges)
-    if path is None:
-        return tree_coupling(n, edges, junctions, dtype)
-    order, g = path
-    identity = bool(np.all(order == np.arange(n)))
-    return TridiagonalCoupling(
-        g=jnp.asarray(g, dtype),
-        order=None if identity else jnp.asarray(order, jnp.int32),
-        inverse_order=None if identity else jnp.asarray(np.argsort(order), jnp.int32),
-    )
+    check_shapes(model)
+    return model

@@ -7,6 +7,7 @@ junctions), so the per-step cost has no Python loop over synapses or cells.
 """
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -14,7 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Int
 
+from ._group import AbstractStateGroup
 from ._stimulus import Site
+from .mechanisms import Environment
 from .mechanisms.synapses import AbstractSynapse, GapJunction
 
 
@@ -49,14 +52,49 @@ class Connections(eqx.Module):
             )
 
 
-class SynapseGroup(eqx.Module):
+class SynapseGroup(AbstractStateGroup):
     """Chemical synapses of one kind, vectorised: `synapse`'s fields have shape
-    `(n,)`; `pre`/`post` are compartment indices."""
+    `(n,)`; `pre`/`post` are compartment indices.
+
+    A group of states whose kinetics read `v[pre]` and whose current (nA) lands
+    on `v[post]`; its `Environment` is that of the postsynaptic compartments.
+    """
+
+    point_current: ClassVar[bool] = True
 
     synapse: AbstractSynapse
     pre: Int[Array, " n"]
     post: Int[Array, " n"]
     name: str = eqx.field(static=True)
+
+    @property
+    def compartments(self):
+        return self.post
+
+    @property
+    def label(self) -> str:
+        return f"synapse {self.name}"
+
+    def environment(self, model) -> Environment:
+        return Environment(
+            celsius=model.celsius,
+            area=model.area[self.post],
+            diam=model.diameter[self.post],
+            length=model.length[self.post],
+        )
+
+    def kinetics(self, model, v, states):
+        return self.synapse.kinetics(v[self.pre], states, self.environment(model))
+
+    def current(self, model, v, states):
+        env = self.environment(model)
+        return self.synapse.current(v[self.post], states, env)
+
+    def add_current(self, model, i, v, states):
+        return i.at[self.post].add(self.current(model, v, states))
+
+    def init_states(self, model, v):
+        return self.synapse.init_states(v[self.pre], self.environment(model))
 
 
 def _indices(sites, index_of, ncomp: int, what: str) -> np.ndarray:
@@ -70,9 +108,22 @@ def _indices(sites, index_of, ncomp: int, what: str) -> np.ndarray:
     return np.asarray([index_of(s) for s in sites], np.int32)
 
 
-def cast_params(module, n: int, dtype, where: str, what: str, *, to_jax: bool = True):
+def cast_params(
+    module,
+    n: int,
+    dtype,
+    where: str,
+    what: str,
+    *,
+    to_jax: bool = True,
+    labels=None,
+):
     """Each floating field of `module` as an array of shape `(n,)` and `dtype`
-    (NumPy arrays if `to_jax=False`, for cheap concatenation while building)."""
+    (NumPy arrays if `to_jax=False`, for cheap concatenation while building).
+
+    A parameter of the wrong shape, or with a non-finite (NaN or ±inf) value,
+    is a `ValueError` naming `where`, the parameter and, for a non-finite
+    entry, `labels[j]` (what entry `j` is, e.g. its section), if given."""
     np_dtype = np.dtype(dtype)
 
     def numeric_list(x):
@@ -82,22 +133,30 @@ def cast_params(module, n: int, dtype, where: str, what: str, *, to_jax: bool = 
             and all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in x)
         )
 
-    def cast(x):
+    def cast(path, x):
         if isinstance(x, bool) or not (
             numeric_list(x) or isinstance(x, (int, float, np.ndarray, jax.Array))
         ):
             return x
+        name = jax.tree_util.keystr(tuple(path)).lstrip(".")
         a = np.asarray(x, dtype=np_dtype)
         if a.ndim == 0:
             a = np.full((n,), a, np_dtype)
         elif a.shape != (n,):
             raise ValueError(
-                f"{where}: parameter array of shape {a.shape} does not match the "
-                f"{n} {what} it applies to"
+                f"{where}: parameter {name!r} has shape {a.shape}, which does not "
+                f"match the {n} {what} it applies to"
+            )
+        bad = ~np.isfinite(a)
+        if np.any(bad):
+            j = int(np.argmax(bad))
+            at = "" if labels is None else f" in {labels[j]}"
+            raise ValueError(
+                f"{where}: parameter {name!r} is {a[j]}{at}; parameters must be finite"
             )
         return jnp.asarray(a) if to_jax else a
 
-    return jax.tree_util.tree_map(cast, module, is_leaf=numeric_list)
+    return jax.tree_util.tree_map_with_path(cast, module, is_leaf=numeric_list)
 
 
 def build_connections(connections: Sequence[Connections], index_of, ncomp: int, dtype):
@@ -124,7 +183,14 @@ def build_connections(connections: Sequence[Connections], index_of, ncomp: int, 
             continue
         groups.append(
             SynapseGroup(
-                synapse=cast_params(c.synapse, n, dtype, where, "synapses"),
+                synapse=cast_params(
+                    c.synapse,
+                    n,
+                    dtype,
+                    where,
+                    "synapses",
+                    labels=[f"synapse {j}" for j in range(n)],
+                ),
                 pre=jnp.asarray(pre),
                 post=jnp.asarray(post),
                 name=name,

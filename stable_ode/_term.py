@@ -4,20 +4,30 @@
 `Kvaerno5`, ...) integrates it unchanged:
 
     C dv/dt = 1000·(-i_ion(v, x) + i_stim(t) + i_axial(v))    (mV/ms, mA/cm², µF/cm²)
-    dx/dt   = rate(v)·(inf(v) - x)        (each gate x; synapse states: v_pre)
+    dx/dt   = kinetics(v, x, env).rhs(x)    (each state x of every group)
 
 The factor 1000 converts mA/cm² over µF/cm² to mV/ms. Besides `vf`, the term
-exposes the structure the stiff solvers of this package use: gate kinetics, the
-exact linearisation of the ionic current, and the coupling operator.
+exposes the structure the stiff solvers of this package use: the model's
+kinetics objects (`MembraneModel.kinetics`), the exact linearisation of the
+ionic current, and the coupling operator.
 """
 
 import diffrax as dfx
 import jax
 import jax.numpy as jnp
-from diffrax._term import WrapTerm
+from diffrax._term import WrapTerm  # no public name: diffrax exports no WrapTerm
 from jaxtyping import Array, Float
 
-from ._model import MembraneModel, relaxation_rhs, State
+from ._model import MembraneModel
+from ._state import group_states, State
+
+
+def kinetics_rhs(kinetics, states):
+    """`dx/dt` (per ms) of every state of every group, from the groups'
+    kinetics objects (`MembraneModel.kinetics`) and states (`State.groups`)."""
+    return group_states(
+        {k: kin[k].rhs(x[k]) for k in x} for kin, x in zip(kinetics, states)
+    )
 
 
 class MembraneTerm(dfx.AbstractTerm):
@@ -29,15 +39,11 @@ class MembraneTerm(dfx.AbstractTerm):
         del args
         m = self.model
         dv = (1000.0 / m.capacitance) * (
-            -m.ionic_current(y.v, y.gates, y.synapses)
+            -m.ionic_current(y.v, y.groups)
             + m.stimulus_density(t)
             + m.axial_density(y.v)
         )
-        return State(
-            v=dv,
-            gates=relaxation_rhs(m.gate_kinetics(y.v), y.gates),
-            synapses=relaxation_rhs(m.synapse_kinetics(y.v), y.synapses),
-        )
+        return State(v=dv, groups=kinetics_rhs(m.kinetics(y.v, y.groups), y.groups))
 
     def contr(self, t0, t1, **kwargs):
         del kwargs
@@ -47,17 +53,18 @@ class MembraneTerm(dfx.AbstractTerm):
         return jax.tree_util.tree_map(lambda v: v * control, vf)
 
     def linearised_current(
-        self, v: Float[Array, " ncomp"], gates, synapses=()
+        self, v: Float[Array, " ncomp"], states
     ) -> tuple[Float[Array, " ncomp"], Float[Array, " ncomp"]]:
         """Ionic current density at `v` (mA/cm²) and its exact derivative
-        `di/dv` (S/cm²) for frozen gates, by one `jax.jvp`.
+        `di/dv` (S/cm²) for frozen group states `states` (`State.groups`), by
+        one `jax.jvp`.
 
         Each compartment's current depends only on its own voltage (synaptic
         currents on the postsynaptic one; their states are frozen), so the
         directional derivative along ones is the diagonal of the Jacobian.
         """
         return jax.jvp(
-            lambda u: self.model.ionic_current(u, gates, synapses),
+            lambda u: self.model.ionic_current(u, states),
             (v,),
             (jnp.ones_like(v),),
         )

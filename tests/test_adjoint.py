@@ -240,7 +240,7 @@ class _Probe(AbstractWrappedSolver):
     solver: dfx.AbstractSolver
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        jax.debug.callback(_record, t0, y0.v, y0.gates)
+        jax.debug.callback(_record, t0, y0.v, y0.groups)
         return self.solver.step(terms, t0, t1, y0, args, solver_state, made_jump)
 
 

@@ -314,9 +314,7 @@ def test_grad_through_rejected_nonfinite_steps_implicit_solver():
 
 
 def _membrane_state(v):
-    return so.State(
-        v=jnp.asarray(v), gates=({"m": jnp.asarray([0.05, 0.06])},), synapses=()
-    )
+    return so.State(v=jnp.asarray(v), groups=({"m": jnp.asarray([0.05, 0.06])},))
 
 
 def test_timing_tolerance_scales_the_voltage_error_only():
@@ -328,7 +326,7 @@ def test_timing_tolerance_scales_the_voltage_error_only():
     y0 = _membrane_state([-65.0, -60.0])
     y1 = _membrane_state([-64.9, -20.0])  # slopes 1 and 400 mV/ms over dt = 0.1
     error = _membrane_state([0.0012, 0.004])
-    error = eqx.tree_at(lambda e: e.gates, error, ({"m": jnp.asarray([1e-4, 1e-4])},))
+    error = eqx.tree_at(lambda e: e.groups, error, ({"m": jnp.asarray([1e-4, 1e-4])},))
     t0, t1 = jnp.asarray(0.0), jnp.asarray(0.1)
     state = pid.init(None, t0, t1, y0, 0.1, None, None, 3)[1]
     got = wrapped.adapt_step_size(t0, t1, y0, y1, None, error, 3, state)

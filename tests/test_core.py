@@ -57,7 +57,7 @@ def test_passive_exact_solution_is_a_fixed_point_check():
     v = exact_passive(model, t)
     dv = (exact_passive(model, t + h) - exact_passive(model, t - h)) / (2 * h)
     term = so.MembraneTerm(model)
-    y = so.State(v=jnp.asarray(v), gates=({},))
+    y = so.State(v=jnp.asarray(v), groups=({},))
     np.testing.assert_allclose(term.vf(t, y, None).v, dv, rtol=1e-6, atol=1e-6)
 
 
@@ -221,14 +221,14 @@ class Kdr(so.AbstractMechanism):
     gbar: float = 0.036  # S/cm²
     ek: float = -77.0  # mV
 
-    def gates(self, v, celsius):
-        del celsius
+    def kinetics(self, v, states, env):
+        del states, env
         inf = jax.nn.sigmoid((v + 53.0) / 15.0)
         tau = 1.0 + 4.0 * so.safe_exp(-jnp.square((v + 60.0) / 30.0))
         return {"n": so.inf_tau_gate(inf, tau)}
 
-    def current(self, v, states, celsius):
-        del celsius
+    def current(self, v, states, env):
+        del env
         return self.gbar * states["n"] ** 4 * (v - self.ek)
 
 
@@ -243,7 +243,7 @@ def test_user_mechanism():
         [cell], [so.StepCurrent(site, 0.2, 1.0, 50.0)], [so.Recording("v", site)]
     )
     # Steady state at v_init from the (inf, tau) form.
-    n0 = model.init_state().gates[1]["n"]
+    n0 = model.init_state().groups[1]["n"]
     np.testing.assert_allclose(n0, jax.nn.sigmoid((-65.0 + 53.0) / 15.0))
     be = so.simulate(model, 20.0, 0.01).recordings["v"]
     kv = so.simulate(

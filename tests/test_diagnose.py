@@ -84,7 +84,7 @@ def test_names_unguarded_user_mechanism(dtype):
     d = diagnose(model, 3.0, 0.025)
     assert d.found and d.direction == "forward" and d.kind == "non-finite"
     assert d.mechanism == "UnguardedGate"
-    assert d.stage == "gate rates" and d.function == "UnguardedGate.gates"
+    assert d.stage == "kinetics" and d.function == "UnguardedGate.gates"
     assert d.state == "UnguardedGate.x"
     # Every dend compartment overflows in the same step; the first is reported.
     assert "section 'dend'" in d.location
@@ -94,7 +94,7 @@ def test_names_unguarded_user_mechanism(dtype):
     assert d.inputs["v"] < overflow_v + 1.0
     assert not np.isfinite(d.outputs["x.rate"])
     text = str(d)
-    for word in ("UnguardedGate", "gate rates", "dend", "step", "v = "):
+    for word in ("UnguardedGate", "kinetics", "dend", "step", "v = "):
         assert word in text
     assert not np.isfinite(d.value)
 

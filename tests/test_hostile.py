@@ -45,7 +45,7 @@ def _states_scan(model, solver, dt, n):
     term = so.MembraneTerm(model)
     y0 = model.init_state()
     ss = solver.init(term, jnp.zeros((), dtype), dt, y0, None)
-    lo = jax.tree_util.tree_map(lambda x: x, y0.gates)
+    lo = jax.tree_util.tree_map(lambda x: x, y0.groups)
 
     def body(c, k):
         y, ss, lo, hi = c
@@ -53,11 +53,11 @@ def _states_scan(model, solver, dt, n):
         y1, _, _, ss, _ = solver.step(
             term, t0, t0 + dt, y, None, ss, jnp.asarray(False)
         )
-        lo = jax.tree_util.tree_map(jnp.minimum, lo, y1.gates)
-        hi = jax.tree_util.tree_map(jnp.maximum, hi, y1.gates)
+        lo = jax.tree_util.tree_map(jnp.minimum, lo, y1.groups)
+        hi = jax.tree_util.tree_map(jnp.maximum, hi, y1.groups)
         return (y1, ss, lo, hi), None
 
-    (y, _, lo, hi), _ = jax.lax.scan(body, (y0, ss, lo, y0.gates), jnp.arange(n))
+    (y, _, lo, hi), _ = jax.lax.scan(body, (y0, ss, lo, y0.groups), jnp.arange(n))
     return y, lo, hi
 
 
@@ -132,15 +132,17 @@ def test_minus_10_na_every_solver_float32(solver):
 def test_v_init_at_removable_singularity(dtype, v_init):
     model = hh_compartment(diameter=10.0, amplitude=0.0, v_init=v_init, dtype=dtype)
     y0 = model.init_state()
-    for g in y0.gates[0].values():
+    for g in y0.groups[0].values():
         assert np.all(np.isfinite(g)) and np.all((g >= 0) & (g <= 1))
     # hh.mod at the singularity: alpha_m(-40) = 1, alpha_n(-55) = 0.1.
     if v_init == -40.0:
         beta = 4 * np.exp(-(v_init + 65) / 18)
-        assert float(y0.gates[0]["m"][0]) == pytest.approx(1 / (1 + beta), rel=1e-6)
+        assert float(y0.groups[0]["m"][0]) == pytest.approx(1 / (1 + beta), rel=1e-6)
     else:
         beta = 0.125 * np.exp(-(v_init + 65) / 80)
-        assert float(y0.gates[0]["n"][0]) == pytest.approx(0.1 / (0.1 + beta), rel=1e-6)
+        assert float(y0.groups[0]["n"][0]) == pytest.approx(
+            0.1 / (0.1 + beta), rel=1e-6
+        )
     sim = _run(dtype, t1=5.0)(model)
     assert np.all(np.isfinite(np.asarray(sim.recordings["soma"])))
     grad = eqx.filter_grad(
@@ -156,7 +158,7 @@ def test_gate_updates_along_trajectory_through_singularities(dtype):
     the exact gate update are finite and smooth there."""
     v = jnp.asarray(np.arange(-80.0, -19.75, 0.25), dtype)
     assert np.any(np.asarray(v) == -55.0) and np.any(np.asarray(v) == -40.0)
-    kin = so.HH().gates(v, jnp.asarray(6.3, dtype))
+    kin = so.mechanisms.hh_rates(v, jnp.asarray(6.3, dtype))
     ref = _hh_mod_total_rates(np.asarray(v))
     for name, g in kin.items():
         x = g.inf

@@ -331,7 +331,7 @@ def test_hh_rates_match_hh_mod(dtype, celsius):
         np.testing.assert_allclose(kin[k].rate, ref[k][3], rtol=rtol)
 
 
-HH_RATES_JIT = jax.jit(lambda v, c: so.HH().gates(v, c))
+HH_RATES_JIT = jax.jit(so.mechanisms.hh_rates)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -339,10 +339,10 @@ def test_hh_rates_finite_far_outside_physiology(dtype):
     vs = jnp.asarray([-1e5, -1e4, -3000.0, -300.0, 300.0, 3000.0, 1e4, 1e5], dtype)
 
     def total(v):
-        kin = so.HH().gates(v, jnp.asarray(37.0, dtype))
+        kin = so.mechanisms.hh_rates(v, jnp.asarray(37.0, dtype))
         return sum(jnp.sum(g.rate) + jnp.sum(g.inf) for g in kin.values())
 
-    kin = so.HH().gates(vs, jnp.asarray(37.0, dtype))
+    kin = so.mechanisms.hh_rates(vs, jnp.asarray(37.0, dtype))
     for g in kin.values():
         assert np.all(np.isfinite(g.rate)) and np.all(g.rate > 0)
         assert np.all((g.inf >= 0) & (g.inf <= 1))

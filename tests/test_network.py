@@ -46,7 +46,7 @@ def test_vectorised_groups():
     assert isinstance(model.coupling, so.morphology.TridiagonalCoupling)
     state = model.init_state()
     np.testing.assert_allclose(
-        state.synapses[0]["s"], jax.nn.sigmoid((-65.0 + 35.0) / 10.0)
+        state.groups[len(model.mechanisms)]["s"], jax.nn.sigmoid((-65.0 + 35.0) / 10.0)
     )
 
 

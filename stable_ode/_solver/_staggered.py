@@ -1,7 +1,8 @@
-"""Building blocks shared by the staggered solvers: the exact gate update, the
-linearly implicit voltage step, and the error estimates.
+"""Building blocks shared by the staggered solvers: the state update through
+each group's kinetics objects, the linearly implicit voltage step, and the error
+estimates.
 
-Voltage step (θ-method on the linearised membrane equation, gates frozen), with
+Voltage step (θ-method on the linearised membrane equation, states frozen), with
 `Δ = v1 - v0`, area `a` (cm²), capacitance `c` (µF/cm²), ionic current `i` and
 its derivative `G = di/dv` at `v0`, stimulus density `s` and Laplacian `L` (S):
 
@@ -18,7 +19,12 @@ true local error `e` to leading order — splitting and linearisation errors
 included — multiplied by `(I − dt·J/2 + …)` for the Jacobian `J`. On stiff
 components that factor is large, so `r` is filtered (Shampine's remedy for
 implicit methods): the voltage through one more solve with the θ = 1/2 voltage
-matrix, each gate by a division by `1 + z/2 (+ z²/12)` with `z = rate·dt`.
+matrix, each other state by its kinetics' own `filter` (for a gate, a division
+by `1 + z/2 (+ z²/12)` with `z = rate·dt`).
+
+Every group of states (`MembraneModel.groups`: mechanisms, synapses) is handled
+the same way: its kinetics objects (`AbstractKinetics`), evaluated at the stage's
+voltage and states, update, differentiate and filter its states.
 """
 
 import jax
@@ -26,38 +32,31 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float
 
-from .._model import group_states, relaxation_rhs, State
-from .._term import MembraneTerm
+from .._state import group_states, State
+from .._term import kinetics_rhs, MembraneTerm
 
 
 _tmap = jax.tree_util.tree_map
 
 
-def kinetics(model, v):
-    """`(gate kinetics, synapse kinetics)` at voltages `v`."""
-    return model.gate_kinetics(v), model.synapse_kinetics(v)
-
-
-def _relax(kinetics, states, dt):
+def _per_state(fn, kinetics, *trees):
+    """`fn(kinetics[g][k], trees[0][g][k], ...)` for every state `k` of every
+    group `g`, as per-group dicts."""
     return group_states(
-        {k: x[k] + (kin[k].inf - x[k]) * (1 - jnp.exp(-kin[k].rate * dt)) for k in x}
-        for kin, x in zip(kinetics, states)
+        {k: fn(kin[k], *(t[k] for t in ts)) for k in ts[0]}
+        for kin, *ts in zip(kinetics, *trees)
     )
 
 
-def relax(kin, y: State, dt, v) -> State:
-    """Exact update of every gate and synapse state over `dt` for frozen kinetics
-    `kin`, with the voltage set to `v`.
+def advance(kin, y: State, dt, v) -> State:
+    """Every group's states of `y` after `dt` with kinetics `kin` frozen
+    (`AbstractKinetics.update`), with the voltage set to `v`.
 
-    `x1 = x0 + (inf - x0)·(1 - exp(-rate·dt))`: finite for every finite rate ≥ 0
+    For a gate (`Relaxation`) the update is exact:
+    `x1 = x0 + (inf - x0)·(1 - exp(-rate·dt))`, finite for every finite rate ≥ 0
     and dt > 0 (no `inf·0`, no `0/0`), and a convex combination of `x0` and `inf`.
-    As in NEURON's `cnexp`, `1 - exp(-z)` and not `-expm1(-z)`: the absolute
-    error of `x1` is still a rounding of `|inf - x0|`, and XLA:CPU vectorises
-    `exp` but not `expm1` in float32 (measured: ~15× slower on 100 compartments).
     """
-    return State(
-        v=v, gates=_relax(kin[0], y.gates, dt), synapses=_relax(kin[1], y.synapses, dt)
-    )
+    return State(v=v, groups=_per_state(lambda k, x: k.update(x, dt), kin, y.groups))
 
 
 def voltage_step(
@@ -69,19 +68,19 @@ def voltage_step(
     linear_solver: lx.AbstractLinearSolver | None,
 ) -> tuple[Float[Array, " ncomp"], Float[Array, " ncomp"], Float[Array, " ncomp"]]:
     """One linearly implicit θ-step of the voltage equation from `y.v`, with the
-    gate and synapse states of `y` frozen.
+    group states of `y` frozen.
 
     **Returns:** `(v1, dvdt0, g)` with `dvdt0` the right-hand side at `v0` (mV/ms,
     reused by error estimates) and `g = di/dv` at `v0` (S/cm², reused by
     `filtered_error`). The structured solvers cannot fail on a finite
     system; a singular or non-finite one shows as a non-finite `v1`, which the
-    step controller rejects — so the lineax result is not threaded through
-    (measured: 6 fewer kernels per step). `linear_solver=None`
+    step controller rejects — so the lineax result is not threaded through.
+    `linear_solver=None`
     uses the coupling's own (`coupling.default_solver()`).
     """
     m = term.model
     v0 = y.v
-    i0, g = term.linearised_current(v0, y.gates, y.synapses)
+    i0, g = term.linearised_current(v0, y.groups)
     c = m.coupling
     if linear_solver is None:
         linear_solver = c.default_solver()
@@ -100,19 +99,18 @@ def voltage_step(
 
 def state_rhs(term: MembraneTerm, y: State, s, kin=None, dv=None) -> State:
     """Full right-hand side at `y` with stimulus density `s` held fixed; `kin`
-    (kinetics at `y.v`) and `dv` (voltage right-hand side) if already known."""
+    (kinetics, `MembraneModel.kinetics`) and `dv` (voltage right-hand side) if
+    already known. Each state's `rhs` is taken from `kin` at its own value in
+    `y`: where `kin` was evaluated at other states (those of the start of the
+    stage), that is the kinetics' frozen-stage right-hand side."""
     m = term.model
     if kin is None:
-        kin = kinetics(m, y.v)
+        kin = m.kinetics(y.v, y.groups)
     if dv is None:
         dv = (1000 / m.capacitance) * (
-            s - m.ionic_current(y.v, y.gates, y.synapses) + m.axial_density(y.v)
+            s - m.ionic_current(y.v, y.groups) + m.axial_density(y.v)
         )
-    return State(
-        v=dv,
-        gates=relaxation_rhs(kin[0], y.gates),
-        synapses=relaxation_rhs(kin[1], y.synapses),
-    )
+    return State(v=dv, groups=kinetics_rhs(kin, y.groups))
 
 
 def trapezoid_defect(f0: State, f1: State, dt) -> State:
@@ -149,22 +147,13 @@ def simpson_residual(y0: State, y1: State, f0: State, fm: State, f1: State, dt):
     )
 
 
-def _filter_gates(kinetics, residual, dt, quadratic):
-    def one(kin, r):
-        z = kin.rate * dt
-        return r / (1 + 0.5 * z + (z * z / 12 if quadratic else 0))
-
-    return group_states(
-        {k: one(kin[k], r[k]) for k in r} for kin, r in zip(kinetics, residual)
-    )
-
-
 def filtered_error(
     term: MembraneTerm,
     residual: State,
     dt,
     g: Float[Array, " ncomp"],
     kin,
+    y: State,
     *,
     quadratic: bool,
     linear_solver: lx.AbstractLinearSolver | None,
@@ -172,12 +161,14 @@ def filtered_error(
     """Local error estimate from a step's `residual` (`trapezoid_residual` or
     `simpson_residual`), filtered on stiff components.
 
-    Voltage: `(I − dt/2·J)⁻¹·r_v`, with `J` the voltage Jacobian for frozen gates
+    Voltage: `(I − dt/2·J)⁻¹·r_v`, with `J` the voltage Jacobian for frozen states
     (ionic conductance `g` (S/cm²) and axial coupling): one more solve with the
-    θ = 1/2 voltage matrix. Gates and synapse states with kinetics `kin`:
-    `r / (1 + z/2)` (trapezoid residual) or `r / (1 + z/2 + z²/12)` (`quadratic`,
-    Simpson residual at the Hermite midpoint), `z = rate·dt`: the amplification of
-    a stiff component's error in its residual. Non-stiff components are left as
+    θ = 1/2 voltage matrix. Every other state through its kinetics in `kin`,
+    `AbstractKinetics.filter` at its value in `y` (where the kinetics were
+    evaluated): for a gate `r / (1 + z/2)` (trapezoid residual) or
+    `r / (1 + z/2 + z²/12)` (`quadratic`, Simpson residual at the Hermite
+    midpoint), `z = rate·dt`: the amplification of a stiff component's error in
+    its residual. Non-stiff components are left as
     they are; stiff ones, whose errors the step damps, are not over-reported (an
     unfiltered residual grows like `z·e` there and would force steps far below
     what accuracy needs).
@@ -193,11 +184,13 @@ def filtered_error(
         linear_solver,
         throw=False,
     )
-    return State(
-        v=c.from_operator_order(sol.value),
-        gates=_filter_gates(kin[0], residual.gates, dt, quadratic),
-        synapses=_filter_gates(kin[1], residual.synapses, dt, quadratic),
+    groups = _per_state(
+        lambda k, r, x: k.filter(r, dt, x, quadratic=quadratic),
+        kin,
+        residual.groups,
+        y.groups,
     )
+    return State(v=c.from_operator_order(sol.value), groups=groups)
 
 
 def near_edge(edges: Float[Array, " nedge"], t0, t1) -> Float[Array, ""]:

@@ -3,14 +3,12 @@ from typing import ClassVar
 
 import diffrax as dfx
 import lineax as lx
-from diffrax._local_interpolation import LocalLinearInterpolation
 
-from .._model import State
+from .._state import State
 from .._term import membrane_term, MembraneTerm
 from ._staggered import (
+    advance,
     filtered_error,
-    kinetics,
-    relax,
     state_rhs,
     trapezoid_residual,
     voltage_step,
@@ -27,25 +25,27 @@ class BackwardEuler(dfx.AbstractAdaptiveSolver):
        (`jax.jvp`), stimuli sampled at `t0 + dt/2`; one structured linear solve
        through lineax (`lx.TridiagonalLinearOperator` + `lx.Tridiagonal()` for
        cables);
-    2. gates: exact exponential update over `dt` with the kinetics at the new `v1`.
+    2. states: each group's kinetics at the new `v1` (and the states of `t0`)
+       update its states over `dt` (gates: exact exponential update).
 
     Unconditionally stable for the cable equation (L-stable voltage step); order 1.
 
     **Error estimate:** the step's residual against the trapezoidal rule,
     `y1 - y0 - dt/2·(f(y0) + f(y1))`, O(dt²): the true local error to leading
     order, staggering error included (for a plain implicit Euler step it is
-    `dt/2·(f(y1) - f(y0))`, `diffrax.ImplicitEuler`'s estimate; for the staggered
-    step that formula is 3–30× off on an HH compartment between spikes), filtered
+    `dt/2·(f(y1) - f(y0))`, `diffrax.ImplicitEuler`'s estimate, which misses the
+    staggering error of this step), filtered
     on stiff components (one more voltage solve; gates divided by `1 + z/2`,
-    `z = rate·dt`; see `_staggered.filtered_error`). Cost per step: one right-hand
+    `z = rate·dt`, other states by their kinetics' filter; see
+    `_staggered.filtered_error`). Cost per step: one right-hand
     side and one structured solve on top of the step. **Interpolation:** linear.
 
     Reference: Hines & Carnevale, *The NEURON Book* (2006), ch. 4.
     """
 
     term_structure: ClassVar = MembraneTerm
-    interpolation_cls: ClassVar[Callable[..., LocalLinearInterpolation]] = (
-        LocalLinearInterpolation
+    interpolation_cls: ClassVar[Callable[..., dfx.LocalLinearInterpolation]] = (
+        dfx.LocalLinearInterpolation
     )
 
     linear_solver: lx.AbstractLinearSolver | None = None
@@ -69,8 +69,8 @@ class BackwardEuler(dfx.AbstractAdaptiveSolver):
         dt = t1 - t0
         s = model.stimulus_density(0.5 * (t0 + t1))
         v1, dv0, g = voltage_step(term, y0, dt, s, 1.0, self.linear_solver)
-        kin1 = kinetics(model, v1)
-        y1 = relax(kin1, y0, dt, v1)
+        kin1 = model.kinetics(v1, y0.groups)
+        y1 = advance(kin1, y0, dt, v1)
         f0 = state_rhs(term, y0, s, dv=dv0)
         f1 = state_rhs(term, y1, s, kin=kin1)
         y_error = filtered_error(
@@ -79,6 +79,7 @@ class BackwardEuler(dfx.AbstractAdaptiveSolver):
             dt,
             g,
             kin1,
+            y1,
             quadratic=False,
             linear_solver=self.linear_solver,
         )

@@ -5,16 +5,14 @@ import diffrax as dfx
 import jax
 import jax.numpy as jnp
 import lineax as lx
-from diffrax._local_interpolation import ThirdOrderHermitePolynomialInterpolation
 
-from .._model import State
+from .._state import State
 from .._term import membrane_term, MembraneTerm
 from ._staggered import (
+    advance,
     filtered_error,
     hermite_midpoint,
-    kinetics,
     near_edge,
-    relax,
     simpson_residual,
     state_rhs,
     voltage_step,
@@ -25,15 +23,16 @@ _tmap = jax.tree_util.tree_map
 
 
 class CrankNicolson(dfx.AbstractAdaptiveSolver):
-    r"""Second-order Strang splitting: gates | Crank–Nicolson voltage | gates.
+    r"""Second-order Strang splitting: states | Crank–Nicolson voltage | states.
 
     Each step from `t0` to `t1 = t0 + dt`:
 
-    1. gates: exact exponential update over `dt/2` for frozen `v0`;
+    1. states: each group's kinetics update its states over `dt/2` for frozen
+       `v0` (gates: exact exponential update);
     2. voltage: linearly implicit trapezoidal step (θ = 1/2) of the cable equation
-       with the gates of step 1 frozen, the ionic current linearised exactly
+       with the states of step 1 frozen, the ionic current linearised exactly
        (`jax.jvp`), stimuli sampled at `t0 + dt/2`; one lineax structured solve;
-    3. gates: exact exponential update over `dt/2` for frozen `v1`.
+    3. states: as in step 1, over `dt/2` for frozen `v1`.
 
     Each sub-flow is integrated exactly (gates) or to second order (voltage), so
     the symmetric composition is order 2.
@@ -49,27 +48,21 @@ class CrankNicolson(dfx.AbstractAdaptiveSolver):
     Hermite interpolant, `y1 - y0 - dt/6·(f0 + 4·f_mid + f1)` — the true local
     error to leading order, splitting and linearisation errors included (the
     trapezoidal rule's own error `dt³/12·y‴` alone misses the splitting error,
-    which dominates the gates': measured on an HH spike, 3–100× too small) —
-    filtered on stiff components (one more voltage solve; gates divided by
-    `1 + z/2 + z²/12`, `z = rate·dt`; see `_staggered.filtered_error`). O(dt³);
-    O(dt²) on the θ = 1 start-up steps, whose true error it also estimates.
-    Measured against the true local error of single steps along an HH spike
-    (dt = 0.025–0.2 ms): within a factor 1–2 for `v`, 1–3 for the gates, except
-    where the true error is near zero. Cost per step: one right-hand side and one
-    structured solve on top of the step. **Interpolation:** cubic Hermite from
-    `f0`, `f1`.
+    which dominates the gates') — filtered on stiff components (one more voltage
+    solve; gates divided by `1 + z/2 + z²/12`, `z = rate·dt`, other states by
+    their kinetics' filter; see `_staggered.filtered_error`). O(dt³); O(dt²) on
+    the θ = 1 start-up steps, whose true error it also estimates. Cost per step:
+    one right-hand side and one structured solve on top of the step.
+    **Interpolation:** cubic Hermite from `f0`, `f1`.
 
-    **Adaptive use** (measured on an HH compartment and a 100-compartment HH cable,
-    `benchmarks/work_precision.py`): `diffrax.PIDController(rtol=tol, atol=tol)`
-    with `tol` from 1e-4 (about 0.07 ms spike-time error on an HH compartment) to
-    1e-6 (0.003 ms); PI coefficients change little. See
-    `docs/solvers.md`, "Fixed or adaptive steps".
+    **Adaptive use:** `diffrax.PIDController(rtol=tol, atol=tol)` with `tol`
+    from about 1e-4 to 1e-6; see `docs/solvers.md`, "Fixed or adaptive steps".
     """
 
     term_structure: ClassVar = MembraneTerm
     interpolation_cls: ClassVar[
-        Callable[..., ThirdOrderHermitePolynomialInterpolation]
-    ] = ThirdOrderHermitePolynomialInterpolation.from_k
+        Callable[..., dfx.ThirdOrderHermitePolynomialInterpolation]
+    ] = dfx.ThirdOrderHermitePolynomialInterpolation.from_k
 
     linear_solver: lx.AbstractLinearSolver | None = None
     startup: bool = True
@@ -98,16 +91,16 @@ class CrankNicolson(dfx.AbstractAdaptiveSolver):
             | (jnp.abs(t0 - solver_state) < 0.01 * dt)
         )
         theta = jnp.where(startup, 1.0, 0.5).astype(y0.v.dtype)
-        kin0 = kinetics(model, y0.v)
-        half = relax(kin0, y0, 0.5 * dt, y0.v)
+        kin0 = model.kinetics(y0.v, y0.groups)
+        half = advance(kin0, y0, 0.5 * dt, y0.v)
         v1, _, g = voltage_step(term, half, dt, s, theta, self.linear_solver)
-        kin1 = kinetics(model, v1)
-        y1 = relax(kin1, half, 0.5 * dt, v1)
+        kin1 = model.kinetics(v1, half.groups)
+        y1 = advance(kin1, half, 0.5 * dt, v1)
 
         f0 = state_rhs(term, y0, s, kin=kin0)
         f1 = state_rhs(term, y1, s, kin=kin1)
         y_mid = hermite_midpoint(y0, y1, f0, f1, dt)
-        kin_mid = kinetics(model, y_mid.v)
+        kin_mid = model.kinetics(y_mid.v, y_mid.groups)
         fm = state_rhs(term, y_mid, s, kin=kin_mid)
         residual = simpson_residual(y0, y1, f0, fm, f1, dt)
         y_error = filtered_error(
@@ -116,6 +109,7 @@ class CrankNicolson(dfx.AbstractAdaptiveSolver):
             dt,
             g,
             kin_mid,
+            y_mid,
             quadratic=True,
             linear_solver=self.linear_solver,
         )

@@ -61,8 +61,7 @@ class ExactRecompute(AbstractWrappedSolver):
     wrapper it recomputes them as the primal half of `jax.vjp` of the step, a
     differently compiled computation: XLA:CPU contracts multiply-adds into FMA
     instructions differently there, and float32 states drift from the forward
-    pass by a few ulps (measured: 2,502 of 3,425 recomputed `CrankNicolson` states
-    of a 10-compartment cable, up to 23 ulp). With it, the recomputation runs the
+    pass by a few ulps. With it, the recomputation runs the
     same step as the forward loop (a `custom_vjp` whose forward rule is the step
     itself and whose residuals are the step's inputs), and every recomputed state
     is bit-identical to the forward pass (tested, with FMA). The backward rule

@@ -2,12 +2,11 @@ from collections.abc import Callable
 from typing import ClassVar
 
 import diffrax as dfx
-from diffrax._local_interpolation import LocalLinearInterpolation
 
 from .._math import exprel
-from .._model import State
+from .._state import State
 from .._term import membrane_term, MembraneTerm
-from ._staggered import kinetics, relax, state_rhs, trapezoid_defect
+from ._staggered import advance, state_rhs, trapezoid_defect
 
 
 class ExponentialEuler(dfx.AbstractAdaptiveSolver):
@@ -17,8 +16,8 @@ class ExponentialEuler(dfx.AbstractAdaptiveSolver):
     `dv/dt ≈ f0 + J·(v - v0)`, with `J` the exact diagonal Jacobian (ionic
     conductance from `jax.jvp`, plus the diagonal of the axial coupling):
     `v1 = v0 + dt·exprel(J·dt)·f0` (exact for a linear compartment); then every
-    gate is integrated exactly for frozen `v1`. Stimuli are sampled at
-    `t0 + dt/2`.
+    state is updated by its kinetics for frozen `v1` (gates exactly). Stimuli are
+    sampled at `t0 + dt/2`.
 
     Stable for any `dt` on isolated compartments; for cables the off-diagonal
     axial coupling is explicit, so use `BackwardEuler` or `CrankNicolson` there.
@@ -30,8 +29,8 @@ class ExponentialEuler(dfx.AbstractAdaptiveSolver):
     """
 
     term_structure: ClassVar = MembraneTerm
-    interpolation_cls: ClassVar[Callable[..., LocalLinearInterpolation]] = (
-        LocalLinearInterpolation
+    interpolation_cls: ClassVar[Callable[..., dfx.LocalLinearInterpolation]] = (
+        dfx.LocalLinearInterpolation
     )
 
     def order(self, terms):
@@ -52,13 +51,13 @@ class ExponentialEuler(dfx.AbstractAdaptiveSolver):
         model = term.model
         dt = t1 - t0
         s = model.stimulus_density(0.5 * (t0 + t1))
-        i0, g = term.linearised_current(y0.v, y0.gates, y0.synapses)
+        i0, g = term.linearised_current(y0.v, y0.groups)
         jac = -(1000 / model.capacitance) * (
             g + model.coupling.self_conductance() / model.area
         )
         dv0 = (1000 / model.capacitance) * (s - i0 + model.axial_density(y0.v))
         v1 = y0.v + dt * exprel(jac * dt) * dv0
-        y1 = relax(kinetics(model, v1), y0, dt, v1)
+        y1 = advance(model.kinetics(v1, y0.groups), y0, dt, v1)
         f0 = state_rhs(term, y0, s, dv=dv0)
         y_error = trapezoid_defect(f0, state_rhs(term, y1, s), dt)
         dense_info = dict(y0=y0, y1=y1)

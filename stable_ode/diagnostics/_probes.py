@@ -15,7 +15,7 @@ import jax
 import lineax as lx
 import numpy as np
 
-from ..mechanisms import AbstractMechanism, Gate
+from ..mechanisms import AbstractKinetics, AbstractMechanism, Relaxation
 from ..mechanisms.synapses import AbstractSynapse
 
 
@@ -43,50 +43,78 @@ def _probe(record, kind: str, group: int, inputs: dict, outputs: dict):
     )
 
 
-def _probe_gates(record, kind, group, inputs, kin: dict[str, Gate]):
-    outputs = {}
-    for name, g in kin.items():
-        outputs[f"{name}.inf"] = g.inf
-        outputs[f"{name}.rate"] = g.rate
-    _probe(record, kind, group, inputs, outputs)
-    return {name: Gate(inf=g.inf, rate=g.rate) for name, g in kin.items()}
+def kinetics_values(kinetics: dict[str, AbstractKinetics], states) -> dict:
+    """The arrays that describe `kinetics` (a mechanism's `kinetics` output):
+    `inf` and `rate` of a `Relaxation`; `dxdt`, the right-hand side at the
+    state's value in `states`, of any other kinetics."""
+    out = {}
+    for name, kin in kinetics.items():
+        if isinstance(kin, Relaxation):
+            out[f"{name}.inf"] = kin.inf
+            out[f"{name}.rate"] = kin.rate
+        elif name in states:
+            out[f"{name}.dxdt"] = kin.rhs(states[name])
+    return out
+
+
+def kinetics_function(owner) -> str:
+    """The user function that computes `owner`'s kinetics: `gates` for a
+    mechanism written for the former interface, else `kinetics`."""
+    base = AbstractSynapse if isinstance(owner, AbstractSynapse) else AbstractMechanism
+    legacy = type(owner).gates is not base.gates
+    return f"{type(owner).__name__}.{'gates' if legacy else 'kinetics'}"
 
 
 class ProbedMechanism(AbstractMechanism):
-    """`inner`, recording each `gates` and `current` call (group `group`)."""
+    """`inner`, recording each `kinetics` and `current` call (group `group`)."""
 
     inner: AbstractMechanism
     group: int = eqx.field(static=True)
     record: Callable = eqx.field(static=True)
 
-    def gates(self, v, celsius):
-        kin = self.inner.gates(v, celsius)
-        return _probe_gates(self.record, "gates", self.group, {"v": v}, kin)
+    def kinetics(self, v, states, env):
+        kin = self.inner.kinetics(v, states, env)
+        outputs = kinetics_values(kin, states)
+        _probe(self.record, "kinetics", self.group, {"v": v, **states}, outputs)
+        return kin
 
-    def current(self, v, states, celsius):
-        i = self.inner.current(v, states, celsius)
+    def current(self, v, states, env):
+        i = self.inner.current(v, states, env)
         _probe(self.record, "current", self.group, {"v": v, **states}, {"i": i})
         return i
 
+    def init_states(self, v, env):
+        if type(self.inner).init_states is AbstractMechanism.init_states:
+            # The default: steady states of the (probed) kinetics.
+            return AbstractMechanism.init_states(self, v, env)
+        return self.inner.init_states(v, env)
+
 
 class ProbedSynapse(AbstractSynapse):
-    """`inner`, recording each `gates` (presynaptic side) and `current`
+    """`inner`, recording each `kinetics` (presynaptic side) and `current`
     (postsynaptic side) call of synapse group `group`."""
 
     inner: AbstractSynapse
     group: int = eqx.field(static=True)
     record: Callable = eqx.field(static=True)
 
-    def gates(self, v_pre, celsius):
-        kin = self.inner.gates(v_pre, celsius)
-        inputs = {"v_pre": v_pre}
-        return _probe_gates(self.record, "synapse gates", self.group, inputs, kin)
+    def kinetics(self, v_pre, states, env):
+        kin = self.inner.kinetics(v_pre, states, env)
+        inputs = {"v_pre": v_pre, **states}
+        outputs = kinetics_values(kin, states)
+        _probe(self.record, "synapse kinetics", self.group, inputs, outputs)
+        return kin
 
-    def current(self, v_post, states, celsius):
-        i = self.inner.current(v_post, states, celsius)
+    def current(self, v_post, states, env):
+        i = self.inner.current(v_post, states, env)
         inputs = {"v_post": v_post, **states}
         _probe(self.record, "synapse current", self.group, inputs, {"i": i})
         return i
+
+    def init_states(self, v_pre, env):
+        if type(self.inner).init_states is AbstractSynapse.init_states:
+            return AbstractSynapse.init_states(self, v_pre, env)
+        return self.inner.init_states(v_pre, env)
 
 
 class ProbedLinearSolver(lx.AbstractLinearSolver):

@@ -1,10 +1,14 @@
-"""Membrane mechanisms: the interface and the built-in channels."""
+"""Membrane mechanisms: the interface, kinetics objects and the built-in channels."""
 
-from ._base import (
-    AbstractMechanism as AbstractMechanism,
+from ._base import AbstractMechanism as AbstractMechanism
+from ._env import Environment as Environment
+from ._kinetics import (
+    AbstractKinetics as AbstractKinetics,
     alpha_beta_gate as alpha_beta_gate,
     Gate as Gate,
     inf_tau_gate as inf_tau_gate,
+    RateEquation as RateEquation,
+    Relaxation as Relaxation,
 )
 from .hh import HH as HH, hh_rates as hh_rates
 from .passive import Passive as Passive

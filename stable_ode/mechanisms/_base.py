@@ -1,72 +1,52 @@
 """The mechanism (channel) interface.
 
 A mechanism is an `eqx.Module` whose fields are its parameters (conductances in
-S/cm², reversal potentials in mV, ...). It declares its gates through
-`gates(v, celsius)`, returning each gate's kinetics as a `Gate` (steady state and
-relaxation rate), and its membrane current through `current(v, states, celsius)`.
-Every gate `x` obeys `dx/dt = rate(v) * (inf(v) - x)`; solvers integrate it exactly
-for frozen `v` (exponential Euler), vector-field solvers use the right-hand side.
+S/cm², reversal potentials in mV, ...). It declares how its states move through
+`kinetics(v, states, env)`, returning one `AbstractKinetics` per state (a
+`Relaxation` for a gate, a `RateEquation` for anything else), and its membrane
+current through `current(v, states, env)`. Both see the membrane potential, the
+mechanism's own states and an `Environment` (temperature and the compartments'
+geometry). The stiff solvers update each state with its kinetics' own `update`
+for frozen voltage; vector-field solvers use `rhs`.
 """
 
 import abc
 
 import equinox as eqx
-import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._math import safe_div
+from ._env import Environment
+from ._kinetics import AbstractKinetics, Relaxation
 
 
-class Gate(eqx.Module):
-    """Kinetics of one gate at a given voltage: `dx/dt = rate * (inf - x)`.
-
-    **Fields:**
-
-    - `inf`: steady-state value, dimensionless in [0, 1].
-    - `rate`: relaxation rate `1/tau`, 1/ms, non-negative.
-
-    Storing the rate (not `tau`) keeps every gate update free of `inf·0`: the exact
-    update for frozen voltage, `inf + (x - inf)·exp(-rate·dt)`, is finite for every
-    finite rate and `dt > 0`.
-    """
-
-    inf: Float[Array, "*shape"]
-    rate: Float[Array, "*shape"]
+def steady_states(owner, kinetics: dict[str, AbstractKinetics]):
+    """`inf` of every `Relaxation` in `kinetics`; a clear error for the rest."""
+    out = {}
+    for name, kin in kinetics.items():
+        if not isinstance(kin, Relaxation):
+            raise TypeError(
+                f"{type(owner).__name__}: state {name!r} has {type(kin).__name__} "
+                "kinetics, which have no built-in steady state; implement "
+                f"{type(owner).__name__}.init_states(v, env)"
+            )
+        out[name] = kin.inf
+    return out
 
 
-def alpha_beta_gate(
-    alpha: Float[ArrayLike, "*shape"],
-    beta: Float[ArrayLike, "*shape"],
-    scale: float | Float[ArrayLike, ""] = 1.0,
-) -> Gate:
-    """A gate from opening/closing rates `alpha`, `beta` (1/ms), times `scale` (q10).
-
-    `inf = alpha / (alpha + beta)` and `rate = scale·(alpha + beta)`, with
-    `inf = 0` if both rates underflow to 0 (the gate then does not move, so the
-    value of `inf` is irrelevant). Never `1/(alpha+beta)` then multiplied back.
-    """
-    alpha = jnp.asarray(alpha)
-    total = alpha + beta
-    return Gate(inf=safe_div(alpha, total), rate=scale * total)
-
-
-def inf_tau_gate(
-    inf: Float[ArrayLike, "*shape"], tau: Float[ArrayLike, "*shape"]
-) -> Gate:
-    """A gate from its steady state `inf` and time constant `tau` (ms, > 0).
-
-    A `tau` of exactly 0 (instantaneous gate) becomes the largest finite rate
-    of the dtype's safe range.
-    """
-    inf = jnp.asarray(inf)
-    tau = jnp.asarray(tau, inf.dtype)
-    fastest = float(np.sqrt(np.finfo(inf.dtype).max))
-    return Gate(inf=inf, rate=safe_div(jnp.ones_like(tau), tau, fill=fastest))
+def _kinetics_without_states(owner, v, env):
+    try:
+        return owner.kinetics(v, {}, env)
+    except KeyError as e:
+        raise TypeError(
+            f"{type(owner).__name__}.kinetics reads state {e.args[0]!r}, so the "
+            "default initial states (each gate's steady state at v, computed "
+            f"without states) do not apply; implement "
+            f"{type(owner).__name__}.init_states(v, env)"
+        ) from None
 
 
 class AbstractMechanism(eqx.Module):
-    """A membrane mechanism: gating states and a transmembrane current.
+    """A membrane mechanism: states and a transmembrane current.
 
     Subclasses are final `eqx.Module`s whose floating-point fields are parameters;
     when inserted into `n` compartments each field becomes an array of shape `(n,)`,
@@ -75,34 +55,62 @@ class AbstractMechanism(eqx.Module):
 
     Implement:
 
-    - `gates(v, celsius) -> dict[str, Gate]` (may be empty), with `v` in mV and
-      `celsius` in °C;
-    - `current(v, states, celsius) -> current density` in mA/cm², outward
-      positive (NEURON's convention), where `states` maps each gate name to its
-      value. It may be any differentiable function of `v`: implicit solvers
-      linearise it exactly with `jax.jvp`.
+    - `kinetics(v, states, env) -> dict[str, AbstractKinetics]` (may be empty):
+      how each state moves, with `v` the membrane potential (mV), `states` the
+      mechanism's states (a dict of arrays; `{}` when `init_states` is the
+      default) and `env` an `Environment` (`celsius` °C, `area` cm², `diam` and
+      `length` µm, `volume` µm³). Gates are `Relaxation`s (`alpha_beta_gate`,
+      `inf_tau_gate`); any other state is a `RateEquation`.
+    - `current(v, states, env) -> current density` in mA/cm², outward
+      positive (NEURON's convention). It may be any differentiable function of
+      `v`: implicit solvers linearise it exactly with `jax.jvp`.
+    - optionally `init_states(v, env)`: the initial value of every state. The
+      default is each `Relaxation`'s steady state at `v` (NEURON's
+      `finitialize`), with `kinetics` called with `states={}`; a mechanism with
+      a `RateEquation` state, or whose kinetics read its states, implements it.
+
+    Every state's kinetics are evaluated at the states of the start of a stage
+    and vary only in the state's own value (see `AbstractKinetics`).
+
+    A mechanism written for the former interface, `gates(v, celsius) ->
+    dict[str, Gate]` and `current(v, states, celsius)`, still works: the
+    default `kinetics` calls `gates(v, env.celsius)`, and `current` receives
+    the `Environment` in place of `celsius`.
 
     Use `stable_ode.safe_exp`, `vtrap`, `x_over_expm1` in rate functions so that
     no voltage can make them overflow or divide 0 by 0.
     """
 
-    @abc.abstractmethod
+    def kinetics(
+        self,
+        v: Float[Array, " n"],
+        states: dict[str, Float[Array, " n"]],
+        env: Environment,
+    ) -> dict[str, AbstractKinetics]:
+        """Kinetics of every state at membrane potential `v` (mV)."""
+        del states
+        return self.gates(v, env.celsius)
+
     def gates(
         self, v: Float[Array, " n"], celsius: Float[ArrayLike, ""]
-    ) -> dict[str, Gate]:
-        """Kinetics of every gate at membrane potential `v` (mV)."""
+    ) -> dict[str, Relaxation]:
+        """The former interface (gates depending on `v` and `celsius` only)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement kinetics(v, states, env)"
+        )
 
     @abc.abstractmethod
     def current(
         self,
         v: Float[Array, " n"],
         states: dict[str, Float[Array, " n"]],
-        celsius: Float[ArrayLike, ""],
+        env: Environment,
     ) -> Float[Array, " n"]:
         """Outward current density, mA/cm²."""
 
     def init_states(
-        self, v: Float[Array, " n"], celsius: Float[ArrayLike, ""]
+        self, v: Float[Array, " n"], env: Environment
     ) -> dict[str, Float[Array, " n"]]:
-        """Initial gate values: steady state at `v` (NEURON's `finitialize`)."""
-        return {name: gate.inf for name, gate in self.gates(v, celsius).items()}
+        """Initial states: each gate's steady state at `v` (NEURON's
+        `finitialize`)."""
+        return steady_states(self, _kinetics_without_states(self, v, env))

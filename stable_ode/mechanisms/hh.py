@@ -5,7 +5,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from .._math import safe_exp, vtrap
-from ._base import AbstractMechanism, alpha_beta_gate, Gate
+from ._base import AbstractMechanism
+from ._env import Environment
+from ._kinetics import alpha_beta_gate, Relaxation
 
 
 class HH(AbstractMechanism):
@@ -36,8 +38,9 @@ class HH(AbstractMechanism):
     ek: Float[ArrayLike, "*n"] = -77.0
     el: Float[ArrayLike, "*n"] = -54.3
 
-    def gates(self, v: Float[Array, " n"], celsius: Float[ArrayLike, ""]):
-        q10 = 3.0 ** ((celsius - 6.3) / 10)
+    def kinetics(self, v: Float[Array, " n"], states, env: Environment):
+        del states
+        q10 = 3.0 ** ((env.celsius - 6.3) / 10)
         return {
             "m": alpha_beta_gate(
                 0.1 * vtrap(-(v + 40), 10.0), 4 * safe_exp(-(v + 65) / 18), q10
@@ -50,8 +53,8 @@ class HH(AbstractMechanism):
             ),
         }
 
-    def current(self, v, states, celsius):
-        del celsius
+    def current(self, v, states, env):
+        del env
         m, h, n = states["m"], states["h"], states["n"]
         ina = self.gnabar * m**3 * h * (v - self.ena)
         ik = self.gkbar * jnp.square(jnp.square(n)) * (v - self.ek)
@@ -59,6 +62,9 @@ class HH(AbstractMechanism):
         return ina + ik + il
 
 
-def hh_rates(v: Float[Array, " n"], celsius: float = 6.3) -> dict[str, Gate]:
-    """The `HH` gate kinetics at `v` (mV): a convenience for plots and tests."""
-    return HH().gates(jnp.asarray(v), celsius)
+def hh_rates(
+    v: Float[ArrayLike, " n"], celsius: float | Float[ArrayLike, ""] = 6.3
+) -> dict[str, Relaxation]:
+    """The `HH` gate kinetics at `v` (mV) and `celsius` (°C): a convenience for
+    plots and tests."""
+    return HH().kinetics(jnp.asarray(v), {}, Environment(celsius=celsius))

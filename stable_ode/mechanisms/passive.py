@@ -3,6 +3,7 @@
 from jaxtyping import Array, ArrayLike, Float
 
 from ._base import AbstractMechanism
+from ._env import Environment
 
 
 class Passive(AbstractMechanism):
@@ -15,10 +16,10 @@ class Passive(AbstractMechanism):
     g: Float[ArrayLike, "*n"] = 0.001
     e: Float[ArrayLike, "*n"] = -70.0
 
-    def gates(self, v: Float[Array, " n"], celsius: Float[ArrayLike, ""]):
-        del v, celsius
+    def kinetics(self, v: Float[Array, " n"], states, env: Environment):
+        del v, states, env
         return {}
 
-    def current(self, v, states, celsius):
-        del states, celsius
+    def current(self, v, states, env):
+        del states, env
         return self.g * (v - self.e)

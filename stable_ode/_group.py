@@ -1,0 +1,145 @@
+"""Groups of states: a mechanism inserted in some compartments, a synapse group.
+
+Every group holds its own named states (one dict in `State.groups`) and
+answers the same four questions, so that the term, the solvers and
+diagnostics iterate groups uniformly:
+
+- `environment(model)`: the `Environment` its mechanism sees;
+- `kinetics(model, v, states)`: how each of its states moves at the model's
+  voltages `v` (a dict of `AbstractKinetics`);
+- `current(model, v, states)`: its current per entry; `add_current(model, i, v,
+  states)`: that current added into the accumulator
+  `i` of its kind (`point_current`: densities in mA/cm², or point currents in
+  nA, converted once for all point groups);
+- `init_states(model, v)`: its initial states.
+"""
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+from jaxtyping import Array, Float, Int
+
+from .mechanisms import AbstractKinetics, AbstractMechanism, Environment
+
+
+class AbstractStateGroup(eqx.Module):
+    """A group of states of a `MembraneModel` (see the module docstring).
+
+    `point_current` is `False` for groups whose current is a density (mA/cm²,
+    channels) and `True` for groups that inject point currents (nA, synapses);
+    `name` labels the group in reports.
+    """
+
+    point_current: ClassVar[bool]
+    name: eqx.AbstractVar[str]
+
+    @property
+    @abc.abstractmethod
+    def compartments(self) -> Int[Array, " n"]:
+        """The compartment each entry of the group's states belongs to (a
+        mechanism's compartments; a synapse's postsynaptic compartment)."""
+
+    @property
+    @abc.abstractmethod
+    def label(self) -> str:
+        """How reports name the group's states: `f"{label}.{state}"`."""
+
+    @abc.abstractmethod
+    def environment(self, model) -> Environment:
+        """The `Environment` of this group's mechanism in `model`."""
+
+    @abc.abstractmethod
+    def kinetics(
+        self, model, v: Float[Array, " ncomp"], states: dict[str, Array]
+    ) -> dict[str, AbstractKinetics]:
+        """Kinetics of this group's states at the model's voltages `v` (mV)."""
+
+    @abc.abstractmethod
+    def current(
+        self, model, v: Float[Array, " ncomp"], states: dict[str, Array]
+    ) -> Float[Array, " n"]:
+        """This group's outward current per entry (mA/cm² or, for
+        `point_current` groups, nA) at the model's voltages `v` (mV)."""
+
+    @abc.abstractmethod
+    def add_current(
+        self,
+        model,
+        i: Float[Array, " ncomp"],
+        v: Float[Array, " ncomp"],
+        states: dict[str, Array],
+    ) -> Float[Array, " ncomp"]:
+        """`i` plus this group's outward current (mA/cm² or, for
+        `point_current` groups, nA) at the model's voltages `v` (mV)."""
+
+    @abc.abstractmethod
+    def init_states(self, model, v: Float[Array, " ncomp"]) -> dict[str, Array]:
+        """Initial values of this group's states at voltages `v` (mV)."""
+
+
+class MechanismGroup(AbstractStateGroup):
+    """A mechanism inserted in the compartments `index`.
+
+    `mechanism`'s floating fields have shape `(len(index),)`. Every insertion of
+    the same mechanism class (with the same parameter structure) across all cells
+    forms one group, so the per-step cost is one vectorised call per mechanism
+    type, whatever the number of cells. `sections` lists the `(cell, section)`
+    pairs it covers; `model.layout` names each compartment.
+    """
+
+    point_current: ClassVar[bool] = False
+
+    mechanism: AbstractMechanism
+    index: Int[Array, " n"]
+    sections: tuple[tuple[str, str], ...] = eqx.field(static=True)
+    span: tuple[int, int] | None = eqx.field(static=True, default=None)
+
+    def take(self, x: Float[Array, " ncomp"]) -> Float[Array, " n"]:
+        """`x` at this group's compartments (a slice when they are contiguous,
+        which spares a gather per step)."""
+        if self.span is not None:
+            return x[self.span[0] : self.span[1]]
+        return x[self.index]
+
+    def add_to(self, x: Float[Array, " ncomp"], y: Float[Array, " n"]):
+        """`x` with `y` added at this group's compartments."""
+        if self.span is not None:
+            a, b = self.span
+            if a == 0 and b == x.shape[0]:
+                return x + y
+            return x.at[a:b].add(y)
+        return x.at[self.index].add(y)
+
+    @property
+    def name(self) -> str:
+        return type(self.mechanism).__name__
+
+    @property
+    def compartments(self):
+        return self.index
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+    def environment(self, model) -> Environment:
+        return Environment(
+            celsius=model.celsius,
+            area=self.take(model.area),
+            diam=self.take(model.diameter),
+            length=self.take(model.length),
+        )
+
+    def kinetics(self, model, v, states):
+        return self.mechanism.kinetics(self.take(v), states, self.environment(model))
+
+    def current(self, model, v, states):
+        env = self.environment(model)
+        return self.mechanism.current(self.take(v), states, env)
+
+    def add_current(self, model, i, v, states):
+        return self.add_to(i, self.current(model, v, states))
+
+    def init_states(self, model, v):
+        return self.mechanism.init_states(self.take(v), self.environment(model))
