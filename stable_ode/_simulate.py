@@ -11,7 +11,7 @@ from jaxtyping import Array, Bool, Float
 
 from ._adjoint import Checkpointing
 from ._controller import NonFiniteRejecting, SafeStepTo
-from ._controller._bookkeeping import tree_all_finite
+from ._misc import tree_all_finite
 from ._model import MembraneModel, State
 from ._results import RESULTS
 from ._solver import BackwardEuler

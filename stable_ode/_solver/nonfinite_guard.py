@@ -3,7 +3,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._controller._bookkeeping import tree_all_finite
+from .._misc import tree_all_finite
 from ._wrapped import _none, AbstractWrappedSolver
 
 
