@@ -74,8 +74,11 @@ def steps_from(
                 raise ValueError(
                     f"save_dt={save_dt} must be a whole multiple of dt={dt}"
                 )
-        plain_first = _reverse_only(adjoint) if optimistic is None else optimistic
-        return FixedSteps(dt, round(every), bool(plain_first), controller)
+        if optimistic is None:  # plain first where a custom_vjp costs nothing
+            plain_first, safe_gradient = _reverse_only(adjoint), True
+        else:  # True: both loops differentiated
+            plain_first, safe_gradient = bool(optimistic), not optimistic
+        return FixedSteps(dt, round(every), plain_first, safe_gradient, controller)
     return AdaptiveSteps(controller, dt, dt if save_dt is None else float(save_dt))
 
 
@@ -140,8 +143,10 @@ def simulate(
       adaptive diffrax controller (or a `stable_ode.NonFiniteRejecting` /
       `TimingTolerance` around one) for `AdaptiveSteps(controller, dt, save_dt)`;
       `save_dt` (default `dt`; with fixed steps a whole multiple of `dt` that
-      divides `t1 - t0`); `optimistic` (fixed steps): `FixedSteps(plain_first=...)`,
-      default `True` with a reverse-mode-only adjoint, else `False`.
+      divides `t1 - t0`); `optimistic` (fixed steps): `None` (default) for
+      `FixedSteps(plain_first=True)` with a reverse-mode-only adjoint, else
+      `plain_first=False`; `True` for `plain_first=True, safe_gradient=False`;
+      `False` for `plain_first=False`.
 
     **Returns:** a `Simulation`. When the solve cannot continue (`throw=False`),
     `result` says why, `stats["t_fail"]` is the last good time (ms), and the

@@ -41,17 +41,21 @@ class FixedSteps(AbstractStepping):
     same steps, bit for bit, when nothing is non-finite, so the result is always
     the safe solve's. It pays where per-step overhead dominates (small models,
     `vmap`ped batches); it costs a second compiled loop, a failing run solved twice,
-    and `Simulation.solution` is `None`. With an adjoint for reverse mode only
-    (`stable_ode.Checkpointing`, `diffrax.RecursiveCheckpointAdjoint`), reverse-mode
-    autodiff differentiates the safe solve alone (a `custom_vjp`), so a gradient
-    compiles one loop and value and gradient come from the same computation; with
-    a forward-mode-capable adjoint the plain-first choice is differentiated as it
-    stands. `plain_first=False`: the safe solve only.
+    and `Simulation.solution` is `None`. `plain_first=False`: the safe solve only.
+
+    **Derivatives** (`safe_gradient=True`, the default) come from the safe solve
+    alone: with an adjoint for reverse mode only (`stable_ode.Checkpointing`,
+    `diffrax.RecursiveCheckpointAdjoint`) through a `custom_vjp` around the
+    plain-first value, so a gradient compiles one loop; with an adjoint that
+    supports forward mode (where a `custom_vjp` would block `jax.jvp`) by running
+    the safe solve only. `safe_gradient=False` differentiates the plain-first
+    choice as it stands (both loops).
     """
 
     dt: float = eqx.field(static=True, converter=float)
     save_every: int = eqx.field(static=True, default=1)
     plain_first: bool = eqx.field(static=True, default=True)
+    safe_gradient: bool = eqx.field(static=True, default=True)
     controller: SafeStepTo | None = None
 
     def __check_init__(self):
@@ -137,16 +141,16 @@ class FixedSteps(AbstractStepping):
         )
         n = times.shape[0] - 1
         # A budget short of the grid fails either way: the safe solve says where.
-        if not self.plain_first or max_steps < n:
+        safe_only = not self.plain_first or (
+            self.safe_gradient and not _reverse_only(adjoint)
+        )
+        if safe_only or max_steps < n:
             sol, recordings, final, t_end = _safe_solve((model, y0), cfg)
             stats, result = solution_stats(sol, t_end)
             return Outcome(
                 times[:: self.save_every], recordings, stats, result, final, sol
             )
-        if _reverse_only(adjoint):
-            run = _plain_first_safe_vjp
-        else:
-            run = _plain_first
+        run = _plain_first_safe_vjp if self.safe_gradient else _plain_first
         recordings, final, stats, result = run((model, y0), cfg)
         return Outcome(
             times[:: self.save_every], recordings, stats, result, final, None
@@ -352,6 +356,7 @@ FixedSteps.__init__.__doc__ = """**Arguments:**
 - `save_every`: return every `save_every`-th grid sample (default 1: all); it must
     divide the number of steps.
 - `plain_first`: the plain-first policy above (default `True`).
+- `safe_gradient`: derivatives from the safe solve alone (default `True`).
 - `controller`: a `stable_ode.SafeStepTo` of your own on the grid `t0 + k·dt` (its
     `shrink`, `max_nonfinite`, `dtmin`, `check_error`); `None` (default) for
     `SafeStepTo(grid)`.
