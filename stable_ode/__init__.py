@@ -83,6 +83,13 @@ from ._controller import (
     TimingTolerance as TimingTolerance,
 )
 from ._results import RESULTS as RESULTS
-from ._solver.nonfinite_guard import NonFiniteGuard as NonFiniteGuard
+from ._stepping import (
+    AbstractStepping as AbstractStepping,
+    AdaptiveSteps as AdaptiveSteps,
+    check_compatible as check_compatible,
+    FixedSteps as FixedSteps,
+    guard as guard,
+    NonFiniteGuard as NonFiniteGuard,
+)
 from ._xla import set_cpu_small_loop_bytes as set_cpu_small_loop_bytes
 from .diagnostics import diagnose as diagnose, Diagnosis as Diagnosis

@@ -11,7 +11,7 @@ import pytest
 from helpers import hh_cable, hh_compartment, spike_times
 
 import stable_ode as so
-from stable_ode._simulate import _safe_controller
+from stable_ode._stepping.adaptive import safe_controller
 
 
 class Fragile(so.AbstractMechanism):
@@ -223,7 +223,7 @@ def test_adaptive_with_traced_model():
 def test_stimulus_edge_is_a_step_boundary():
     m = hh_compartment(delay=5.0, duration=10.0)
     jumps = jnp.asarray(m.stimuli.jump_times(), m.dtype)
-    ctrl = _safe_controller(dfx.PIDController(rtol=1e-5, atol=1e-5), jumps)
+    ctrl = safe_controller(dfx.PIDController(rtol=1e-5, atol=1e-5), jumps)
     assert isinstance(ctrl, so.NonFiniteRejecting)
     assert isinstance(ctrl.controller, dfx.ClipStepSizeController)
     sol = dfx.diffeqsolve(

@@ -296,11 +296,11 @@ def test_safe_step_to_gives_up():
 def test_grad_through_rejected_nonfinite_steps_implicit_solver():
     # diffrax's implicit solvers: `simulate` fills their root-finder tolerances
     # from the controller (as diffeqsolve would) and then guards them too.
-    from stable_ode._simulate import _with_controller_tols
+    from stable_ode._stepping.guard import with_controller_tols
 
     exact = -2.0 * np.exp(-2 * LAM)
     kv = dfx.Kvaerno5()
-    guarded = so.NonFiniteGuard(_with_controller_tols(kv, so.NonFiniteRejecting(PID)))
+    guarded = so.NonFiniteGuard(with_controller_tols(kv, so.NonFiniteRejecting(PID)))
     assert guarded.solver.root_finder.rtol == PID.rtol
     g = _grad(vf_state, guarded, LAM)
     # Differentiating through Newton solves stopped at rtol 1e-6 (measured 1.5e-3

@@ -1,7 +1,6 @@
-"""Pieces shared by the non-finite-rejecting controllers: the finiteness test, the
-sanitising "double where", and the step statistics carried in controller state."""
-
-import functools
+"""Pieces shared by the non-finite-rejecting controllers: the sanitising "double
+where" and the step statistics carried in controller state (the finiteness test is
+`stable_ode._misc.tree_all_finite`)."""
 
 import diffrax as dfx
 import equinox as eqx
@@ -10,31 +9,6 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from .._results import RESULTS
-
-
-def tree_all_finite(*trees: PyTree) -> Bool[Array, ""]:
-    """Whether every floating-point leaf of every tree is finite (no NaN, no ±inf).
-
-    `None` trees (e.g. a missing error estimate) count as finite. Integer leaves are
-    always finite.
-    """
-    leaves = [
-        x
-        for t in trees
-        for x in jax.tree_util.tree_leaves(t)
-        if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
-    ]
-    if not leaves:
-        return jnp.asarray(True)
-    # One reduction per dtype over all its leaves, not one per leaf: on small models
-    # each reduction is a separate XLA kernel per step, and those dominate (measured:
-    # an HH compartment's safe fixed-step loop went from 43 to 26 kernels, 10.5 to
-    # 3.9 ms for 4,000 steps).
-    by_dtype: dict = {}
-    for x in leaves:
-        by_dtype.setdefault(jnp.result_type(x), []).append(jnp.ravel(x))
-    checks = [jnp.all(jnp.isfinite(jnp.concatenate(xs))) for xs in by_dtype.values()]
-    return functools.reduce(jnp.logical_and, checks)
 
 
 def select_tree(pred: Bool[Array, ""], a: PyTree, b: PyTree) -> PyTree:

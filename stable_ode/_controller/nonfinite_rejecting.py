@@ -7,12 +7,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import PyTree
 
-from ._bookkeeping import (
-    sanitise,
-    select_tree,
-    StepStats,
-    tree_all_finite,
-)
+from .._misc import tree_all_finite
+from ._bookkeeping import sanitise, select_tree, StepStats
 from ._wrapped import AbstractWrappedController
 
 

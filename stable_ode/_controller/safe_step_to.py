@@ -6,7 +6,8 @@ import equinox.internal as eqxi
 import jax.numpy as jnp
 from jaxtyping import Array, Int, PyTree, Real
 
-from ._bookkeeping import StepStats, tree_all_finite
+from .._misc import tree_all_finite
+from ._bookkeeping import StepStats
 
 
 class SafeStepToState(eqx.Module):

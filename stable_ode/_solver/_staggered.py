@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float
 
+from .._misc import finite_linear_solve
 from .._state import group_states, State
 from .._term import kinetics_rhs, MembraneTerm
 
@@ -86,13 +87,8 @@ def voltage_step(
         linear_solver = c.default_solver()
     rhs = m.area * (s - i0) + c.current(v0)  # mA
     d = m.area * (m.capacitance / (1000 * dt) + theta * g)  # S
-    sol = lx.linear_solve(
-        c.operator(d, theta),
-        c.to_operator_order(rhs),
-        linear_solver,
-        throw=False,
-    )
-    delta = c.from_operator_order(sol.value)
+    sol = finite_linear_solve(c, theta, d, c.to_operator_order(rhs), linear_solver)
+    delta = c.from_operator_order(sol)
     dvdt0 = 1000 * rhs / (m.area * m.capacitance)
     return v0 + delta, dvdt0, g
 
@@ -178,11 +174,12 @@ def filtered_error(
     if linear_solver is None:
         linear_solver = c.default_solver()
     scale = m.area * m.capacitance / (1000 * dt)  # S
-    sol = lx.linear_solve(
-        c.operator(scale + 0.5 * m.area * g, 0.5),
+    sol = finite_linear_solve(
+        c,
+        0.5,
+        scale + 0.5 * m.area * g,
         c.to_operator_order(scale * residual.v),
         linear_solver,
-        throw=False,
     )
     groups = _per_state(
         lambda k, r, x: k.filter(r, dt, x, quadratic=quadratic),
@@ -190,7 +187,7 @@ def filtered_error(
         residual.groups,
         y.groups,
     )
-    return State(v=c.from_operator_order(sol.value), groups=groups)
+    return State(v=c.from_operator_order(sol), groups=groups)
 
 
 def near_edge(edges: Float[Array, " nedge"], t0, t1) -> Float[Array, ""]:

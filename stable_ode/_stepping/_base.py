@@ -1,0 +1,179 @@
+"""What both stepping objects share: the abstract interface, the recorder (the
+save function), the one `stats` builder, and the grid checks."""
+
+import abc
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._model import MembraneModel, State
+from .._results import RESULTS
+
+
+class Recorder(eqx.Module):
+    """The save function: one gather of all recorded compartments, saved as one
+    array (a separate saved scalar per recording made compile time grow with their
+    number). A module with static fields, so that two `simulate` calls on models
+    with the same recordings compare equal and share their compilation.
+
+    **Fields:** `index`, the recorded compartments (`None`: every compartment,
+    saved as `"v"`); `names`, the recordings' names in the same order."""
+
+    index: tuple[int, ...] | None = eqx.field(static=True)
+    names: tuple[str, ...] | None = eqx.field(static=True)
+
+    @staticmethod
+    def of(model: MembraneModel) -> "Recorder":
+        recs = model.layout.recordings
+        if not recs:
+            return Recorder(None, None)
+        return Recorder(
+            tuple(int(i) for _, i in recs), tuple(str(name) for name, _ in recs)
+        )
+
+    def __call__(self, t, y, args):
+        del t, args
+        if self.index is None:
+            return y.v
+        return y.v[np.asarray(self.index)]
+
+    def split(self, saved: Float[Array, "nsave nrec"]) -> dict:
+        """The saved array as `{name: samples}` (`{"v": saved}` for all)."""
+        if self.names is None:
+            return {"v": saved}
+        return {name: saved[:, j] for j, name in enumerate(self.names)}
+
+
+class Outcome(eqx.Module):
+    """What a stepping object's `solve` returns; `simulate` makes the `Simulation`
+    from it."""
+
+    ts: Float[Array, " nsave"]
+    recordings: dict[str, Array]
+    stats: dict[str, Array]
+    result: RESULTS
+    final_state: State
+    solution: dfx.Solution | None
+
+
+def solution_stats(sol: dfx.Solution, t_end) -> tuple[dict, RESULTS]:
+    """`Simulation.stats` and `result` from a solution whose controller keeps
+    `StepStats` (`SaveAt(controller_state=True)`), and the time `t_end` of its last
+    saved state: the one `stats` builder."""
+    st = sol.stats
+    cs = sol.controller_state.stats
+    result = RESULTS.promote(sol.result)
+    result = RESULTS.where(cs.result == RESULTS.successful, result, cs.result)
+    stats = make_stats(
+        num_steps=st["num_steps"],
+        num_accepted=st["num_accepted_steps"],
+        num_rejected=st["num_rejected_steps"],
+        num_nonfinite_rejected=cs.num_nonfinite_rejected,
+        min_dt=cs.min_dt,
+        t_fail=jnp.where(
+            result == RESULTS.successful, jnp.asarray(jnp.inf, t_end.dtype), t_end
+        ),
+    )
+    return stats, result
+
+
+def make_stats(
+    *, num_steps, num_accepted, num_rejected, num_nonfinite_rejected, min_dt, t_fail
+) -> dict:
+    """The `Simulation.stats` dict (its keys in one place)."""
+    return {
+        "num_steps": num_steps,
+        "num_accepted": num_accepted,
+        "num_rejected": num_rejected,
+        "num_nonfinite_rejected": num_nonfinite_rejected,
+        "min_dt": min_dt,
+        "t_fail": t_fail,
+    }
+
+
+def fixed_types(stats: dict, dtype) -> dict:
+    """Stats with fixed dtypes (counts int32, times `dtype`), so that the two
+    branches of a `lax.cond` agree."""
+    return {
+        k: jnp.asarray(v, dtype if k in ("min_dt", "t_fail") else jnp.int32)
+        for k, v in stats.items()
+    }
+
+
+def whole_steps(t0: float, t1: float, dt: float, name: str) -> int:
+    """The number of steps of `dt` (ms) from `t0` to `t1`; a `ValueError` naming
+    `name` if it is not a whole number."""
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"{name} must be a finite number > 0 ms, got {dt}")
+    n = (t1 - t0) / dt
+    k = round(n)
+    if k < 1 or abs(n - k) > 1e-6 * max(1.0, n):
+        raise ValueError(
+            f"{name}={dt} must divide t1 - t0 = {t1 - t0} ms into a whole number "
+            "of steps"
+        )
+    return k
+
+
+def check_resolution(times: np.ndarray, name: str, dt: float) -> None:
+    """A `ValueError` if `times` (in the model's dtype) do not strictly increase:
+    the step `dt` (ms) is below the dtype's resolution of time there."""
+    bad = np.nonzero(np.diff(times) <= 0)[0]
+    if bad.size:
+        t = float(times[bad[0]])
+        spacing = float(np.spacing(np.asarray(abs(t), times.dtype)))
+        raise ValueError(
+            f"{name}={dt} ms is below the time resolution of {times.dtype} at "
+            f"t = {t:.9g} ms (neighbouring {times.dtype} times there are "
+            f"{spacing:.3g} ms apart): use float64, a larger {name}, or a t0 "
+            "nearer 0"
+        )
+
+
+def traced(tree) -> bool:
+    """Whether any leaf of `tree` is a JAX tracer (inside `jit`, `grad`, ...)."""
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree))
+
+
+class AbstractStepping(eqx.Module):
+    """How a `simulate` call steps: fixed steps (`FixedSteps`) or adaptive ones
+    (`AdaptiveSteps`). Each owns its pipeline around `diffrax.diffeqsolve`."""
+
+    @abc.abstractmethod
+    def save_times(self, t0: float, t1: float, dtype) -> np.ndarray:
+        """The times (ms) of the returned samples, in `dtype`."""
+
+    def n_saved(self, t0: float, t1: float) -> int:
+        """The number of returned samples per recording (`t0` and `t1` included)."""
+        return len(self.save_times(t0, t1, np.float64))
+
+    @abc.abstractmethod
+    def max_steps(self, t0: float, t1: float) -> int:
+        """The default step budget (accepted + rejected steps) from `t0` to `t1`."""
+
+    @abc.abstractmethod
+    def check(self, solver: dfx.AbstractSolver, dtype) -> None:
+        """A `ValueError` if `solver` cannot run with these steps in `dtype`."""
+
+    @abc.abstractmethod
+    def solve(
+        self,
+        model: MembraneModel,
+        y0: State,
+        times,
+        solver: dfx.AbstractSolver,
+        adjoint: dfx.AbstractAdjoint,
+        max_steps: int,
+        progress_meter: dfx.AbstractProgressMeter,
+        recorder: Recorder,
+    ) -> Outcome:
+        """Run the solve on the prepared `times` (from `prepare`)."""
+
+    @abc.abstractmethod
+    def prepare(self, model: MembraneModel, t0: float, t1: float):
+        """The arrays the solve needs that are computed outside the compiled solve
+        (grid times, stimulus edges), after checking `t0` and `t1`."""

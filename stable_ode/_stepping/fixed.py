@@ -1,0 +1,363 @@
+"""Fixed steps: `FixedSteps` and its pipeline (the safe `SafeStepTo` grid, the
+plain-first run, and the custom derivative that makes both one computation)."""
+
+import diffrax as dfx
+import equinox as eqx
+import equinox.internal as eqxi
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._adjoint import Checkpointing
+from .._controller import SafeStepTo
+from .._misc import tree_all_finite
+from .._results import RESULTS
+from .._term import MembraneTerm
+from ._base import (
+    AbstractStepping,
+    check_resolution,
+    fixed_types,
+    make_stats,
+    Outcome,
+    Recorder,
+    solution_stats,
+    whole_steps,
+)
+from .check import check_terms
+from .guard import guard, missing_tolerances, NonFiniteGuard
+
+
+class FixedSteps(AbstractStepping):
+    r"""Steps of exactly `dt` on the grid `t0 + k·dt`, through
+    `stable_ode.SafeStepTo`: a step whose new state is not finite is retried in
+    halves (then quarters, ...) and the grid resumes after it, so no non-finite
+    state is ever accepted and the saved samples are the grid's.
+
+    **The plain-first policy** (`plain_first=True`, the default): the grid is first
+    run with a plain `diffrax.StepTo`, which keeps no per-step finiteness test or
+    retry bookkeeping, and only if anything in that run came out non-finite (or the
+    step budget is short of the grid) is the safe solve run instead. Both give the
+    same steps, bit for bit, when nothing is non-finite, so the result is always
+    the safe solve's. It pays where per-step overhead dominates (small models,
+    `vmap`ped batches); it costs a second compiled loop, a failing run solved twice,
+    and `Simulation.solution` is `None`. `plain_first=False`: the safe solve only.
+
+    **Derivatives** (`safe_gradient=True`, the default) come from the safe solve
+    alone: with an adjoint for reverse mode only (`stable_ode.Checkpointing`,
+    `diffrax.RecursiveCheckpointAdjoint`) through a `custom_vjp` around the
+    plain-first value, so a gradient compiles one loop; with an adjoint that
+    supports forward mode (where a `custom_vjp` would block `jax.jvp`) by running
+    the safe solve only. `safe_gradient=False` differentiates the plain-first
+    choice as it stands (both loops).
+    """
+
+    dt: float = eqx.field(static=True, converter=float)
+    save_every: int = eqx.field(static=True, default=1)
+    plain_first: bool = eqx.field(static=True, default=True)
+    safe_gradient: bool = eqx.field(static=True, default=True)
+    controller: SafeStepTo | None = None
+
+    def __check_init__(self):
+        if not (np.isfinite(self.dt) and self.dt > 0):
+            raise ValueError(f"dt must be a finite number > 0 ms, got {self.dt}")
+        if not (isinstance(self.save_every, int) and self.save_every >= 1):
+            raise ValueError(
+                f"save_every must be a whole number >= 1, got {self.save_every!r}"
+            )
+        if self.controller is not None and not isinstance(self.controller, SafeStepTo):
+            raise ValueError(
+                "controller must be a stable_ode.SafeStepTo or None, got "
+                f"{type(self.controller).__name__}"
+            )
+
+    def n_steps(self, t0: float, t1: float) -> int:
+        """The number of grid steps of `dt` from `t0` to `t1` (ms)."""
+        return whole_steps(float(t0), float(t1), float(self.dt), "dt")
+
+    def max_steps(self, t0: float, t1: float) -> int:
+        n = self.n_steps(t0, t1)
+        return n + max(1000, n // 10)
+
+    def grid(self, t0: float, t1: float, dtype) -> np.ndarray:
+        """The grid times `t0 + k·dt` (ms) in `dtype`, the last one exactly `t1`."""
+        n = self.n_steps(t0, t1)
+        dtype = np.dtype(dtype)
+        # A NumPy constant, not a traced computation: XLA then folds the grid's
+        # checks (`SafeStepTo` and `StepTo` test that it increases) at compile time.
+        grid = np.asarray(t0, dtype) + np.asarray(self.dt, dtype) * np.arange(
+            n + 1, dtype=dtype
+        )
+        grid[-1] = t1
+        check_resolution(grid, "dt", self.dt)
+        return grid
+
+    def save_times(self, t0: float, t1: float, dtype) -> np.ndarray:
+        n = self.n_steps(t0, t1)
+        if n % self.save_every:
+            raise ValueError(
+                f"save_dt = {self.save_every} * dt = {self.save_every * self.dt} ms "
+                f"must divide t1 - t0 = {t1 - t0} ms (else the last samples would "
+                "be dropped)"
+            )
+        return self.grid(t0, t1, dtype)[:: self.save_every]
+
+    def check(self, solver: dfx.AbstractSolver, dtype) -> None:
+        del dtype
+        check_terms(solver)
+        names = missing_tolerances(solver)
+        if names:
+            raise ValueError(
+                f"solver={type(solver).__name__}(...) takes its root finder's "
+                f"{'/'.join(names)} from an adaptive step-size controller, which "
+                "fixed steps do not have: use adaptive steps (e.g. controller="
+                "diffrax.PIDController(rtol=..., atol=...)) or give the root finder "
+                "its own tolerances"
+            )
+
+    def prepare(self, model, t0: float, t1: float):
+        self.save_times(t0, t1, model.dtype)  # the checks
+        grid = self.grid(t0, t1, model.dtype)
+        if self.controller is not None and self.controller.ts.shape != grid.shape:
+            raise ValueError(
+                f"controller=SafeStepTo(ts) needs the grid t0 + k*dt: {len(grid)} "
+                f"times from {t0} to {t1} ms, got {self.controller.ts.shape[0]}"
+            )
+        return jnp.asarray(grid)
+
+    def solve(
+        self, model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
+    ) -> Outcome:
+        controller = SafeStepTo(times) if self.controller is None else self.controller
+        cfg = _Fixed(
+            solver=guard(solver, controller, check_error=controller.check_error),
+            controller=controller,
+            grid=times,
+            every=self.save_every,
+            adjoint=adjoint,
+            max_steps=max_steps,
+            progress_meter=progress_meter,
+            recorder=recorder,
+        )
+        n = times.shape[0] - 1
+        # A budget short of the grid fails either way: the safe solve says where.
+        safe_only = not self.plain_first or (
+            self.safe_gradient and not _reverse_only(adjoint)
+        )
+        if safe_only or max_steps < n:
+            sol, recordings, final, t_end = _safe_solve((model, y0), cfg)
+            stats, result = solution_stats(sol, t_end)
+            return Outcome(
+                times[:: self.save_every], recordings, stats, result, final, sol
+            )
+        run = _plain_first_safe_vjp if self.safe_gradient else _plain_first
+        recordings, final, stats, result = run((model, y0), cfg)
+        return Outcome(
+            times[:: self.save_every], recordings, stats, result, final, None
+        )
+
+
+class _Fixed(eqx.Module):
+    """Everything but the model and initial state that a fixed-step solve uses."""
+
+    solver: dfx.AbstractSolver
+    controller: SafeStepTo
+    grid: Float[Array, " n"]
+    every: int = eqx.field(static=True)
+    adjoint: dfx.AbstractAdjoint
+    max_steps: int = eqx.field(static=True)
+    progress_meter: dfx.AbstractProgressMeter
+    recorder: Recorder
+
+
+def _reverse_only(adjoint: dfx.AbstractAdjoint) -> bool:
+    """Whether `adjoint` supports reverse mode only (so that a `custom_vjp` around
+    the solve takes nothing away)."""
+    return isinstance(adjoint, (dfx.RecursiveCheckpointAdjoint, Checkpointing))
+
+
+def _safe_solve(model_y0, cfg: _Fixed):
+    """The safe fixed-step solve (`SafeStepTo`): `(solution, recordings, final
+    state, t_end)`."""
+    model, y0 = model_y0
+    grid, every = cfg.grid, cfg.every
+    n = grid.shape[0] - 1
+    sol = dfx.diffeqsolve(
+        MembraneTerm(model),
+        cfg.solver,
+        grid[0],  # times in the model's dtype, as the grid (float32 models)
+        grid[-1],
+        None,
+        y0,
+        saveat=dfx.SaveAt(
+            subs=[
+                dfx.SubSaveAt(t0=True, steps=True, fn=cfg.recorder),
+                dfx.SubSaveAt(t1=True),
+            ],
+            controller_state=True,
+        ),
+        stepsize_controller=cfg.controller,
+        adjoint=cfg.adjoint,
+        max_steps=cfg.max_steps,
+        throw=False,
+        progress_meter=cfg.progress_meter,
+    )
+    ts, _ = sol.ts
+    saved, final = sol.ys
+    # Saved steps include any sub-steps of non-finite retries; keep the grid
+    # times. After a failure, the last saved step (the last good state) is held.
+    # Without retries the saved steps are the grid: a strided slice, not a search
+    # (which, batched under `vmap`, costs more than the solve).
+    n_saved = ts.shape[-1]
+    plain = jnp.arange(0, n + 1, every, dtype=jnp.int32)
+    plain = jnp.minimum(plain, n_saved - 1)
+
+    def search():
+        idx = jnp.searchsorted(ts, grid[::every], side="right") - 1
+        return idx.astype(jnp.int32)
+
+    retried = (sol.stats["num_rejected_steps"] > 0) | (
+        sol.stats["num_accepted_steps"] != n
+    )
+    idx = jax.lax.cond(eqxi.unvmap_any(retried), search, lambda: plain)
+    t_end = ts[jnp.sum(jnp.isfinite(ts)) - 1]
+    final = jax.tree_util.tree_map(lambda x: x[0], final)
+    return sol, cfg.recorder.split(saved[idx]), final, t_end
+
+
+def _safe(model_y0, cfg: _Fixed):
+    """`_safe_solve` as `(recordings, final, stats, result)`, fixed stats dtypes."""
+    sol, recordings, final, t_end = _safe_solve(model_y0, cfg)
+    stats, result = solution_stats(sol, t_end)
+    return recordings, final, fixed_types(stats, cfg.grid.dtype), result
+
+
+def _plain_first(model_y0, cfg: _Fixed, differentiated: bool = True):
+    """Fixed steps run first with `diffrax.StepTo` (no per-step finiteness test or
+    retry bookkeeping); if anything in that run is non-finite, the safe solve
+    instead. Returns `(recordings, final, stats, result)`.
+
+    `differentiated=False` (the value of `_plain_first_safe_vjp`, which no
+    derivative goes through) runs the first solve without the `NonFiniteGuard`: the
+    guard only matters to derivatives."""
+    model, y0 = model_y0
+    grid = cfg.grid
+    n = grid.shape[0] - 1
+    solver = cfg.solver
+    if not differentiated and isinstance(solver, NonFiniteGuard):
+        solver = solver.solver
+    fast = dfx.diffeqsolve(
+        MembraneTerm(model),
+        solver,
+        grid[0],
+        grid[-1],
+        None,
+        y0,
+        saveat=dfx.SaveAt(
+            subs=[
+                dfx.SubSaveAt(t0=True, steps=True, fn=cfg.recorder),
+                dfx.SubSaveAt(t1=True),
+            ]
+        ),
+        stepsize_controller=dfx.StepTo(grid),
+        adjoint=cfg.adjoint,
+        max_steps=n,
+        throw=False,
+        progress_meter=cfg.progress_meter,
+    )
+    saved, final = fast.ys
+    final = jax.tree_util.tree_map(lambda x: x[0], final)
+    # A NaN or inf stays in the state once it appears: every state is updated
+    # from its previous value (`v1 = v0 + Δv`, `x1 = x0 + (inf - x0)·(...)`), and
+    # a non-finite gate or synapse state reaches `v` through the current on the
+    # next step. So the final state shows any non-finite step, and the recordings
+    # (values of `v`) need no check of their own.
+    ok = tree_all_finite(final) & (fast.result == dfx.RESULTS.successful)
+    dtype = grid.dtype
+
+    def take_fast():
+        stats = make_stats(
+            num_steps=fast.stats["num_steps"],
+            num_accepted=fast.stats["num_accepted_steps"],
+            num_rejected=fast.stats["num_rejected_steps"],
+            num_nonfinite_rejected=0,
+            min_dt=jnp.min(grid[1:] - grid[:-1]),
+            t_fail=jnp.inf,
+        )
+        recordings = cfg.recorder.split(saved[:: cfg.every])
+        return (
+            recordings,
+            final,
+            fixed_types(stats, dtype),
+            RESULTS.promote(fast.result),
+        )
+
+    # `unvmap_all`: under `vmap` a real branch; one non-finite member sends the
+    # whole batch down the safe path (each member's result is its own either way).
+    return jax.lax.cond(eqxi.unvmap_all(ok), take_fast, lambda: _safe(model_y0, cfg))
+
+
+def _safe_parts(dynamic, static, cfg):
+    """`_safe` as `((recordings, final), (stats, result))`, for `jax.vjp(...,
+    has_aux=True)`: only the recordings and the final state carry a gradient. The
+    statistics are step control (grid times, counts; `min_dt` under
+    `stop_gradient`), constant in the parameters."""
+    recordings, final, stats, result = _safe(eqx.combine(dynamic, static), cfg)
+    return (recordings, final), (stats, result)
+
+
+@eqx.filter_custom_vjp
+def _plain_first_safe_vjp(model_y0, cfg: _Fixed):
+    """`_plain_first` for the value; reverse mode differentiates `_safe` alone (so a
+    gradient compiles and runs the safe loop only)."""
+    return _plain_first(model_y0, cfg, differentiated=False)
+
+
+@_plain_first_safe_vjp.def_fwd
+def _(perturbed, model_y0, cfg: _Fixed):
+    del perturbed
+    dynamic, static = eqx.partition(model_y0, eqx.is_inexact_array)
+    (recordings, final), vjp_fn, (stats, result) = jax.vjp(
+        lambda d: _safe_parts(d, static, cfg), dynamic, has_aux=True
+    )
+    return (recordings, final, stats, result), vjp_fn
+
+
+@_plain_first_safe_vjp.def_bwd
+def _(vjp_fn, grad_obj, perturbed, model_y0, cfg: _Fixed):
+    del perturbed
+    g_recordings, g_final = grad_obj[0], grad_obj[1]
+    # Outputs that were not differentiated come as `None`: zero cotangents, made
+    # from the known output shapes (not kept from the forward pass).
+    model, y0 = model_y0
+    dtype = cfg.grid.dtype
+    n_save = cfg.grid[:: cfg.every].shape[0]
+    names = cfg.recorder.names
+    if names is None:
+        zeros = {"v": jnp.zeros((n_save, model.n_compartments), dtype)}
+    else:
+        zeros = {k: jnp.zeros((n_save,), dtype) for k in names}
+    zero_final = jax.tree_util.tree_map(jnp.zeros_like, y0)
+
+    def fill(g, zero):
+        if g is None:
+            return zero
+        return jax.tree_util.tree_map(
+            lambda g, z: z if g is None else g, g, zero, is_leaf=lambda g: g is None
+        )
+
+    (g_dynamic,) = vjp_fn((fill(g_recordings, zeros), fill(g_final, zero_final)))
+    return g_dynamic
+
+
+FixedSteps.__init__.__doc__ = """**Arguments:**
+
+- `dt`: the step, ms; it must divide `t1 - t0` into a whole number of steps.
+- `save_every`: return every `save_every`-th grid sample (default 1: all); it must
+    divide the number of steps.
+- `plain_first`: the plain-first policy above (default `True`).
+- `safe_gradient`: derivatives from the safe solve alone (default `True`).
+- `controller`: a `stable_ode.SafeStepTo` of your own on the grid `t0 + k·dt` (its
+    `shrink`, `max_nonfinite`, `dtmin`, `check_error`); `None` (default) for
+    `SafeStepTo(grid)`.
+"""

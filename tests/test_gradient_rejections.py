@@ -1,0 +1,99 @@
+"""Gradients through solves that rejected non-finite steps, and through solves that
+failed, for every solver, fixed and adaptive: finite, and equal to finite
+differences (float64); finite in float32 (issue 20, item 1)."""
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import ALL_SOLVERS
+
+import stable_ode as so
+
+
+T1, DT = 2.0, 0.025
+SITE = so.Site("c", "soma")
+
+
+def model(dtype, nan_from, nan_for):
+    """An HH compartment (the issue's reproducer) with a step current and a current
+    trace that is NaN over `[nan_from, nan_from + nan_for)` ms: a step whose
+    stimulus sample falls there is non-finite."""
+    cell = so.Cell("c", [so.Section("soma", 10.0, 10.0)], [so.Insert(so.HH())])
+    return so.build(
+        [cell],
+        [
+            so.StepCurrent(SITE, 0.3, 0.5, 5.0),
+            so.TraceCurrent(SITE, [float("nan")], nan_for, nan_from),
+        ],
+        [so.Recording("soma", SITE)],
+        dtype=dtype,
+    )
+
+
+# A NaN window of 0.2 µs around the midpoint of the step [1.0, 1.025]: retried in
+# halves, the fixed-step solve succeeds. NaN from 1.0 ms on: it fails at t = 1.0.
+# (Adaptive steps are clipped to the window's edges, so a step inside the window
+# cannot avoid it: they fail there too.)
+CASES = {"rejected": (1.0124, 2e-4), "failed": (1.0, 5.0)}
+
+
+def cases(kind):
+    return sorted(CASES) if kind == "fixed" else ["failed"]
+
+
+def stepping(kind):
+    if kind == "fixed":
+        return so.FixedSteps(DT)
+    return so.AdaptiveSteps(dfx.PIDController(rtol=1e-6, atol=1e-6), DT, 0.25)
+
+
+def loss_fn(solver, steps):
+    def loss(a, m):
+        mm = eqx.tree_at(lambda m: m.stimuli.step_amplitude, m, a[None])
+        sim = so.simulate(mm, T1, stepping=steps, solver=solver, throw=False)
+        v = sim.recordings["soma"]
+        # The mean over the valid samples (those the solve reached).
+        w = sim.valid.astype(v.dtype)
+        return jnp.sum(jnp.where(sim.valid, v, 0)) / jnp.sum(w), sim
+
+    # Jitted once per solver and stepping: the cases differ in values only.
+    value = eqx.filter_jit(lambda a, m: loss(a, m)[0])
+    return value, eqx.filter_jit(jax.value_and_grad(loss, has_aux=True))
+
+
+@pytest.mark.parametrize("kind", ["fixed", "adaptive"])
+@pytest.mark.parametrize("solver", ALL_SOLVERS, ids=lambda s: type(s).__name__)
+def test_gradient_matches_finite_differences(solver, kind):
+    value, value_and_grad = loss_fn(solver, stepping(kind))
+    a = jnp.asarray(0.3)
+    for case in cases(kind):
+        m = model(jnp.float64, *CASES[case])
+        (v, sim), g = value_and_grad(a, m)
+        # The case is what it says: non-finite steps were rejected; the solve
+        # succeeded or failed at the NaN.
+        assert int(sim.stats["num_nonfinite_rejected"]) > 0, case
+        if case == "rejected":
+            assert sim.result == so.RESULTS.successful
+        else:
+            assert sim.result != so.RESULTS.successful
+            np.testing.assert_allclose(float(sim.stats["t_fail"]), 1.0, atol=DT)
+        assert np.isfinite(float(g)) and float(g) != 0.0, case
+        h = 1e-5
+        fd = (float(value(a + h, m)) - float(value(a - h, m))) / (2 * h)
+        np.testing.assert_allclose(float(v), float(value(a, m)), rtol=1e-12)
+        rtol = 1e-6 if kind == "fixed" else 1e-3
+        np.testing.assert_allclose(float(g), fd, rtol=rtol, err_msg=case)
+
+
+@pytest.mark.parametrize("solver", ALL_SOLVERS, ids=lambda s: type(s).__name__)
+def test_gradient_finite_float32(solver):
+    for kind in ("fixed", "adaptive"):
+        _, value_and_grad = loss_fn(solver, stepping(kind))
+        for case in cases(kind):
+            m = model(jnp.float32, *CASES[case])
+            (_, sim), g = value_and_grad(jnp.float32(0.3), m)
+            assert int(sim.stats["num_nonfinite_rejected"]) > 0, (case, kind)
+            assert np.isfinite(float(g)) and float(g) != 0.0, (case, kind)
