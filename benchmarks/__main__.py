@@ -23,7 +23,7 @@ plots) from the `results.json` already there.
 
 `--quick` gives each benchmark its `--quick` (every comparison, fewer and smaller
 configurations: a few minutes on 2 cores); `--smoke` gives tiny models, float64
-only, for a test that the benchmarks run (`tests/test_benchmarks.py`).
+only, for a test that the benchmarks run (`tests/repo/test_benchmarks.py`).
 `--small-loop-bytes N` runs every benchmark process with XLA:CPU's small-loop
 threshold at `N` bytes (`stable_ode.set_cpu_small_loop_bytes`, which
 `python -m stable_ode` applies with 65,536; `docs/performance.md`): ours and the

@@ -25,7 +25,7 @@ dt = 0.025 ms over `--t-max` = 50 ms, i.e. 2,000 fixed steps):
 `--with-jaxley` adds Jaxley's `bwd_euler` for cable, cable-grad (Jaxley's default,
 no checkpointing) and network, with the same models; skipped, saying so, when
 `jaxley` is not installed. `--size tiny` is for the smoke test
-(`tests/test_gpu_script.py`); `--cable`, `--cells`, `--syn-per-cell`, `--batch`,
+(`tests/repo/test_gpu_script.py`); `--cable`, `--cells`, `--syn-per-cell`, `--batch`,
 `--t-max`, `--repeats` override a size's numbers.
 
 Measured for each case (float32 by default, `--dtype float64` or `both`; NEURON's

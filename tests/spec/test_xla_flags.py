@@ -139,7 +139,7 @@ def test_entry_points_apply_the_command_line_default():
     import pathlib
     import tomllib
 
-    root = pathlib.Path(__file__).resolve().parent.parent
+    root = pathlib.Path(__file__).resolve().parents[2]
     scripts = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["stable-ode"] == "stable_ode._cli:command_line"
     assert "command_line()" in (root / "stable_ode" / "__main__.py").read_text()

@@ -10,7 +10,7 @@ import stable_ode as so
 from stable_ode.morphology import save_swc
 
 
-DATA = pathlib.Path(__file__).parent / "data"
+DATA = pathlib.Path(__file__).parents[1] / "data"
 BRANCHED = DATA / "branched.swc"
 ONE_POINT = DATA / "one_point_soma.swc"
 

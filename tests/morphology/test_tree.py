@@ -545,7 +545,7 @@ def test_branched_cell_against_neuron():
 def test_tree_orders_benchmark_runs(capsys):
     """`benchmarks/tree_orders.py --quick`: every solver agrees with the sequential
     one (it raises otherwise) and the table names the chooser's pick."""
-    root = str(pathlib.Path(__file__).parent.parent)
+    root = str(pathlib.Path(__file__).parents[2])
     sys.path.insert(0, root)
     try:
         from benchmarks import tree_orders

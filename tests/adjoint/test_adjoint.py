@@ -353,7 +353,7 @@ def test_float32_exact_without_fma():
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider"]
         + ["-n", "0"]
         + selected,
-        cwd=here.parent,
+        cwd=here.parents[1],
         env=env,
         capture_output=True,
         text=True,

@@ -12,7 +12,7 @@ The page marks the blocks to run with an HTML comment just before the fence:
   (`1.23 s`) are masked; everything else must match.
 
 Blocks run in document order in an empty folder. Unmarked blocks (the install
-and the demo, which `tests/test_cli.py` covers) are not run.
+and the demo, which `tests/spec/test_cli.py` covers) are not run.
 """
 
 import json
@@ -25,7 +25,7 @@ import sys
 import numpy as np
 
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "walkthrough.md"
 DATA = ROOT / "docs" / "data"
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 
-ROOT = pathlib.Path(__file__).parent.parent
+ROOT = pathlib.Path(__file__).parents[2]
 PATHS = ["stable_ode", "tests", "examples", "benchmarks"]
 
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 
-ROOT = pathlib.Path(__file__).parent.parent
+ROOT = pathlib.Path(__file__).parents[2]
 
 
 def _bench_module(name: str):

@@ -19,7 +19,7 @@ import stable_ode._cli._solve as cli_solve
 from stable_ode._spec import Limits, SpecError, validate
 
 
-MODELS = Path(__file__).parent / "data" / "models"
+MODELS = Path(__file__).parents[1] / "data" / "models"
 TINY = json.loads((MODELS / "tiny.json").read_text())
 
 
@@ -355,7 +355,7 @@ def test_mutated_files_fail_cleanly(path, action, value):
 def test_loading_benchmark_smoke():
     import importlib.util
 
-    path = Path(__file__).parents[1] / "benchmarks" / "loading.py"
+    path = Path(__file__).parents[2] / "benchmarks" / "loading.py"
     spec = importlib.util.spec_from_file_location("loading_benchmark", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

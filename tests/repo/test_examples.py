@@ -12,7 +12,7 @@ import jax
 import pytest
 
 
-ROOT = pathlib.Path(__file__).parent.parent
+ROOT = pathlib.Path(__file__).parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 

@@ -27,7 +27,7 @@ import stable_ode._plot as plot
 from stable_ode._spec import load_spec, SpecError
 
 
-MODELS = Path(__file__).parent / "data" / "models"
+MODELS = Path(__file__).parents[1] / "data" / "models"
 TINY = MODELS / "tiny.json"
 NETWORK = MODELS / "network.json"
 STATS_KEYS = {

@@ -14,7 +14,7 @@ import pytest
 import stable_ode as so
 
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 FARADAY = 96485.309
 
 

@@ -15,7 +15,7 @@ import stable_ode as so
 from stable_ode._spec import make_controller, resolve_solver, SpecError
 
 
-MODELS = Path(__file__).parent / "data" / "models"
+MODELS = Path(__file__).parents[1] / "data" / "models"
 TINY = json.loads((MODELS / "tiny.json").read_text())
 
 
@@ -690,7 +690,7 @@ def test_missing_file(tmp_path):
 # ---------------------------------------------------------------------------
 # Branched trees, SWC morphologies and synapses in model files
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SWC_DENDRITES = ["dend_0", "dend_1", "dend_2", "dend_3", "dend_4", "apic_0"]
 
 
