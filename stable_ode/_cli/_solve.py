@@ -24,16 +24,16 @@ not known in advance)."""
 
 def step_counts(loaded) -> tuple[int | None, int]:
     """`(steps, samples)`: the number of fixed steps (`None` for adaptive steps) and
-    how many samples the solve may save.
+    how many samples the solve may save, as `loaded.stepping` answers them (fixed
+    steps save every step, with room for retries up to the step budget; adaptive
+    ones every `save_dt`, plus the final state)."""
+    from .._stepping import FixedSteps
 
-    The one place the command line asks how `stable_ode.simulate` will step
-    `loaded` (fixed steps save every step, with room for retries; adaptive ones
-    every `save_dt`); to be answered by the stepping objects once they say it.
-    """
-    if loaded.controller is None:
-        steps = round(loaded.t_stop / loaded.dt)
-        return steps, steps + max(1000, steps // 10) + 1
-    return None, round(loaded.t_stop / loaded.save_dt) + 2
+    stepping = loaded.stepping
+    if isinstance(stepping, FixedSteps):
+        steps = stepping.n_steps(0.0, loaded.t_stop)
+        return steps, stepping.max_steps(0.0, loaded.t_stop) + 1
+    return None, stepping.n_saved(0.0, loaded.t_stop) + 1
 
 
 class Solved(NamedTuple):

@@ -16,7 +16,8 @@ import numpy as np
 
 from .._model import build, MembraneModel
 from .._network import Connections
-from .._simulate import simulate, Simulation
+from .._simulate import simulate, Simulation, steps_from
+from .._stepping import AbstractStepping
 from ._errors import SpecError
 from ._reader import one_line
 from ._registry import make_controller, resolve_solver, resolve_synapse
@@ -54,6 +55,13 @@ class LoadedModel(eqx.Module):
     def file(self) -> str:
         """The model file, as given to `load_spec`."""
         return self.spec.file
+
+    @property
+    def stepping(self) -> AbstractStepping:
+        """The file's step control as a stepping object (`stable_ode.FixedSteps`
+        or `stable_ode.AdaptiveSteps`), as `simulate` runs it: ask it for step
+        counts, the step budget and the save times."""
+        return steps_from(self.dt, self.controller, self.save_dt)
 
     def simulate(self, **kwargs) -> Simulation:
         """Run the model with the file's settings: `stable_ode.simulate(model,

@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._model import MembraneModel, State
-from .._simulate import _grid
 from .._solver import BackwardEuler
+from .._stepping import AbstractStepping, FixedSteps
 from .._term import MembraneTerm
 from ._backward import _backward
 from ._common import _first_bad_state, _search
@@ -32,8 +32,9 @@ from ._report import Diagnosis
 def diagnose(
     model: MembraneModel,
     t1: float,
-    dt: float,
+    dt: float | None = None,
     *,
+    stepping: AbstractStepping | None = None,
     solver: dfx.AbstractSolver = BackwardEuler(),  # noqa: B008 (immutable Module)
     threshold: float | None = None,
     t0: float = 0.0,
@@ -41,7 +42,8 @@ def diagnose(
     loss: Callable[[dict[str, jax.Array]], jax.Array] | None = None,
 ) -> Diagnosis:
     """Run `model` as `stable_ode.simulate` does (fixed steps of `dt` on the grid
-    `t0 + k·dt`) and report the first bad value and what produced it.
+    `t0 + k·dt`, the grid of `stable_ode.FixedSteps(dt)`) and report the first bad
+    value and what produced it.
 
     A value is bad if it is non-finite, or (with `threshold`) if a state's
     magnitude exceeds `threshold` (in practice the voltage, in mV). The report
@@ -64,7 +66,10 @@ def diagnose(
 
     - `model`: a `MembraneModel`.
     - `t1`: end time, ms; `t0`: start time, ms (default 0).
-    - `dt`: the fixed step, ms (must divide `t1 - t0`).
+    - `dt`: the fixed step, ms (must divide `t1 - t0`); or, instead,
+    - `stepping`: the `stable_ode.FixedSteps` a `simulate` call ran with: the
+      same grid is checked step by step (every step, whatever its `save_every`).
+      An `AdaptiveSteps` is a `ValueError`: diagnose replays fixed steps.
     - `solver`: a solver of this package or any diffrax solver whose `step`
       takes a `MembraneTerm` (default `BackwardEuler()`).
     - `threshold`: optional bound on `|state|`.
@@ -77,14 +82,13 @@ def diagnose(
 
     Costs nothing when not called: `simulate` is untouched.
     """
-    t0, t1, dt = float(t0), float(t1), float(dt)
-    if not dt > 0:
-        raise ValueError(f"dt must be > 0 ms, got {dt}")
+    t0, t1 = float(t0), float(t1)
     if not t1 > t0:
         raise ValueError(f"t1 ({t1}) must be > t0 ({t0})")
-    n = _grid(t0, t1, dt, "dt")
+    stepping = _fixed_steps(dt, stepping)
+    ts = jnp.asarray(stepping.grid(t0, t1, model.dtype))
+    n = ts.shape[0] - 1
     thr = np.inf if threshold is None else float(threshold)
-    ts = t0 + dt * jnp.arange(n + 1, dtype=model.dtype)
 
     bad_params = _check_parameters(model)
     if bad_params is not None:
@@ -104,20 +108,37 @@ def diagnose(
     return Diagnosis(found=False, n_steps=n)
 
 
+def _fixed_steps(dt: float | None, stepping: AbstractStepping | None) -> FixedSteps:
+    """The `FixedSteps` that `diagnose(..., dt=, stepping=)` replays."""
+    if stepping is None:
+        if dt is None:
+            raise ValueError("diagnose needs dt (ms) or stepping=FixedSteps(dt)")
+        return FixedSteps(dt)
+    if dt is not None:
+        raise ValueError("pass dt or stepping to diagnose, not both")
+    if not isinstance(stepping, FixedSteps):
+        raise ValueError(
+            f"diagnose replays fixed steps; got stepping={type(stepping).__name__}"
+            "(...): pass stable_ode.FixedSteps(dt) with the step to check"
+        )
+    return stepping
+
+
 def diagnose_spec(loaded, threshold: float | None = None) -> Diagnosis:
     """`diagnose` for a loaded model file (`stable_ode.load_spec`): the model,
     `t_stop`, `dt` and `solver` of the file. An adaptive controller in the file
     is replaced by fixed steps of `dt` (noted in the report).
 
-    **Arguments:** `loaded`: an object with attributes `model`, `t_stop`, `dt`
-    and `solver`; `threshold`: as for `diagnose`.
+    **Arguments:** `loaded`: a `stable_ode.LoadedModel`, or any object with
+    attributes `model`, `t_stop`, `dt` and `solver`; `threshold`: as for
+    `diagnose`.
 
     **Returns:** a `Diagnosis`.
     """
     d = diagnose(
         loaded.model,
         loaded.t_stop,
-        loaded.dt,
+        stepping=FixedSteps(loaded.dt),
         solver=loaded.solver,
         threshold=threshold,
     )

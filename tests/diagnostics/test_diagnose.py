@@ -3,6 +3,7 @@ the first non-finite value, forward and backward; silent for healthy models."""
 
 import types
 
+import diffrax as dfx
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -117,6 +118,24 @@ def test_healthy_model_reports_nothing_and_matches_simulate(solver):
     d = diagnose(model, 2.0, 0.025, solver=solver)
     assert not d.found and d.n_steps == 80
     assert "no non-finite value" in str(d)
+
+
+def test_stepping_object_replays_the_same_grid():
+    model = _model(so.Passive(g=1e-4), -2.0, jnp.float32)
+    by_dt = diagnose(model, 3.0, 0.025, threshold=150.0)
+    by_stepping = diagnose(model, 3.0, stepping=so.FixedSteps(0.025), threshold=150.0)
+    assert by_dt.found and by_stepping.step == by_dt.step
+    assert str(by_stepping) == str(by_dt)
+    with pytest.raises(ValueError, match="replays fixed steps"):
+        diagnose(
+            model,
+            3.0,
+            stepping=so.AdaptiveSteps(dfx.PIDController(1e-3, 1e-3), 0.025, 0.1),
+        )
+    with pytest.raises(ValueError, match="not both"):
+        diagnose(model, 3.0, 0.025, stepping=so.FixedSteps(0.025))
+    with pytest.raises(ValueError, match="needs dt"):
+        diagnose(model, 3.0)
 
 
 def test_threshold_names_voltage_update_and_its_inputs():
