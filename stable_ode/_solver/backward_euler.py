@@ -13,9 +13,10 @@ from ._staggered import (
     trapezoid_residual,
     voltage_step,
 )
+from ._voltage import AbstractVoltageSolver
 
 
-class BackwardEuler(dfx.AbstractAdaptiveSolver):
+class BackwardEuler(AbstractVoltageSolver):
     r"""NEURON's default staggered backward Euler (`secondorder=0`).
 
     Each step from `t0` to `t1 = t0 + dt`:

@@ -17,12 +17,13 @@ from ._staggered import (
     state_rhs,
     voltage_step,
 )
+from ._voltage import AbstractVoltageSolver
 
 
 _tmap = jax.tree_util.tree_map
 
 
-class CrankNicolson(dfx.AbstractAdaptiveSolver):
+class CrankNicolson(AbstractVoltageSolver):
     r"""Second-order Strang splitting: states | Crank–Nicolson voltage | states.
 
     Each step from `t0` to `t1 = t0 + dt`:

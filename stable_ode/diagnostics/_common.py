@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._model import MembraneModel, State
+from .._solver._voltage import AbstractVoltageSolver
 from .._term import MembraneTerm
 from ._probes import ProbedLinearSolver, ProbedMechanism, ProbedSynapse
 
@@ -99,12 +100,7 @@ def _probed(model: MembraneModel, solver, record):
     )
     pmodel = dataclasses.replace(model, mechanisms=groups, synapses=synapses)
     psolver = solver
-    names = (
-        {f.name for f in dataclasses.fields(solver)}
-        if dataclasses.is_dataclass(solver)
-        else set()
-    )
-    if "linear_solver" in names:
+    if isinstance(solver, AbstractVoltageSolver):
         psolver = dataclasses.replace(
             solver,
             linear_solver=ProbedLinearSolver(

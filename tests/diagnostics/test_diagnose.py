@@ -138,6 +138,21 @@ def test_stepping_object_replays_the_same_grid():
         diagnose(model, 3.0)
 
 
+@pytest.mark.parametrize(
+    "solver", [so.BackwardEuler(), so.CrankNicolson()], ids=lambda s: type(s).__name__
+)
+def test_voltage_solvers_get_the_probed_linear_solve(solver):
+    from stable_ode.diagnostics._common import _probed
+    from stable_ode.diagnostics._probes import ProbedLinearSolver
+
+    model = _model(so.Passive(g=1e-4), 0.1, jnp.float64)
+    _, probed = _probed(model, solver, record=None)
+    assert isinstance(probed.linear_solver, ProbedLinearSolver)
+    assert probed.linear_solver.inner == model.coupling.default_solver()
+    _, untouched = _probed(model, so.ExponentialEuler(), record=None)
+    assert untouched == so.ExponentialEuler()
+
+
 def test_threshold_names_voltage_update_and_its_inputs():
     model = _model(so.Passive(g=1e-4), -2.0, jnp.float32)
     d = diagnose(model, 3.0, 0.025, threshold=150.0)
