@@ -95,8 +95,10 @@ class AbstractMechanism(eqx.Module):
         self, v: Float[Array, " n"], celsius: Float[ArrayLike, ""]
     ) -> dict[str, Relaxation]:
         """The former interface (gates depending on `v` and `celsius` only)."""
-        raise NotImplementedError(
-            f"{type(self).__name__} must implement kinetics(v, states, env)"
+        raise TypeError(
+            f"{type(self).__name__} defines no kinetics: implement "
+            f"kinetics(v, states, env) (or the former gates(v, celsius)), "
+            "returning {} for a mechanism without states"
         )
 
     @abc.abstractmethod

@@ -55,8 +55,10 @@ class AbstractSynapse(eqx.Module):
         self, v_pre: Float[Array, " n"], celsius: Float[ArrayLike, ""]
     ) -> dict[str, Relaxation]:
         """The former interface (kinetics depending on `v_pre` and `celsius`)."""
-        raise NotImplementedError(
-            f"{type(self).__name__} must implement kinetics(v_pre, states, env)"
+        raise TypeError(
+            f"{type(self).__name__} defines no kinetics: implement "
+            f"kinetics(v_pre, states, env) (or the former gates(v_pre, celsius)), "
+            "returning {} for a mechanism without states"
         )
 
     @abc.abstractmethod

@@ -323,3 +323,15 @@ def test_rate_equation_state_needs_init_states():
 
     with pytest.raises(TypeError, match="NoInit.*init_states"):
         so.build([_cell(so.Insert(NoInit()))])
+
+
+def test_mechanism_without_kinetics_is_a_build_error():
+    class NoKinetics(so.AbstractMechanism):
+        g: float = 1e-3
+
+        def current(self, v, states, env):
+            del states, env
+            return self.g * (v + 65.0)
+
+    with pytest.raises(TypeError, match="NoKinetics defines no kinetics"):
+        so.build([_cell(so.Insert(NoKinetics()))])
