@@ -103,3 +103,17 @@ def fma_off(xla_flags: str | None = None) -> bool:
         if name == "--xla_cpu_max_isa" and value.upper() in NO_FMA_ISAS:
             return True
     return False
+
+
+def set_key(path, value):
+    """An edit of a parsed model file that sets the entry at key `path` (a
+    sequence of keys and indices) to `value`."""
+
+    def edit(raw):
+        *head, last = path
+        node = raw
+        for k in head:
+            node = node[k]
+        node[last] = value
+
+    return edit

@@ -10,6 +10,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import set_key
 
 import stable_ode as so
 from stable_ode._spec import make_controller, resolve_solver, SpecError
@@ -177,17 +178,6 @@ def test_solver_registry():
 # Broken files: one message naming the file and the key path.
 
 
-def _set(path, value):
-    def edit(raw):
-        *head, last = path
-        node = raw
-        for k in head:
-            node = node[k]
-        node[last] = value
-
-    return edit
-
-
 def _del(path):
     def edit(raw):
         *head, last = path
@@ -240,104 +230,104 @@ BROKEN = [
     ("missing top key", _del(("cells",)), "cells", "missing"),
     (
         "wrong type",
-        _set((*SEC, 0, "length"), "20"),
+        set_key((*SEC, 0, "length"), "20"),
         "cells[0].sections[0].length",
         "must be a number, got string '20'",
     ),
     (
         "bool not number",
-        _set(("stimuli", 0, "amplitude"), True),
+        set_key(("stimuli", 0, "amplitude"), True),
         "stimuli[0].amplitude",
         "must be a number",
     ),
     (
         "list not table",
-        _set(("integration",), [0.025]),
+        set_key(("integration",), [0.025]),
         "integration",
         "must be a table",
     ),
     (
         "negative length",
-        _set((*SEC, 1, "length"), -5),
+        set_key((*SEC, 1, "length"), -5),
         "cells[0].sections[1].length",
         "must be > 0, got -5",
     ),
     (
         "zero diameter",
-        _set((*SEC, 0, "diameter"), 0.0),
+        set_key((*SEC, 0, "diameter"), 0.0),
         "cells[0].sections[0].diameter",
         "must be > 0",
     ),
     (
         "fractional n_compartments",
-        _set((*SEC, 1, "n_compartments"), 2.5),
+        set_key((*SEC, 1, "n_compartments"), 2.5),
         "cells[0].sections[1].n_compartments",
         "positive integer",
     ),
     (
         "zero n_compartments",
-        _set((*SEC, 1, "n_compartments"), 0),
+        set_key((*SEC, 1, "n_compartments"), 0),
         "cells[0].sections[1].n_compartments",
         "positive integer",
     ),
     (
         "unknown mechanism",
-        _set(("cells", 0, "mechanisms", 0, "name"), "HH"),
+        set_key(("cells", 0, "mechanisms", 0, "name"), "HH"),
         "cells[0].mechanisms[0].name",
         "unknown mechanism 'HH' (did you mean 'hh'?)",
     ),
     (
         "bad user mechanism",
-        _set(("cells", 0, "mechanisms", 0, "name"), "stable_ode:Site"),
+        set_key(("cells", 0, "mechanisms", 0, "name"), "stable_ode:Site"),
         "cells[0].mechanisms[0].name",
         "not a subclass of stable_ode.AbstractMechanism",
     ),
     (
         "missing user module",
-        _set(("cells", 0, "mechanisms", 0, "name"), "no_such_mod:X"),
+        set_key(("cells", 0, "mechanisms", 0, "name"), "no_such_mod:X"),
         "cells[0].mechanisms[0].name",
         "no_such_mod",
     ),
     (
         "unknown param",
-        _set(("cells", 0, "mechanisms", 1, "params", "gg"), 1e-4),
+        set_key(("cells", 0, "mechanisms", 1, "params", "gg"), 1e-4),
         "cells[0].mechanisms[1].params.gg",
         "unknown parameter of 'pas'",
     ),
     (
         "unknown section in mechanism",
-        _set(("cells", 0, "mechanisms", 1, "sections"), ["dendrite"]),
+        set_key(("cells", 0, "mechanisms", 1, "sections"), ["dendrite"]),
         "cells[0].mechanisms[1].sections[0]",
         "unknown section 'dendrite'",
     ),
     (
         "unknown section in stimulus",
-        _set(("stimuli", 0, "section"), "axon"),
+        set_key(("stimuli", 0, "section"), "axon"),
         "stimuli[0].section",
         "unknown section 'axon'",
     ),
     (
         "unknown section in record",
-        _set(("record", 1, "section"), "axon"),
+        set_key(("record", 1, "section"), "axon"),
         "record[1].section",
         "unknown section 'axon'",
     ),
     (
         "unknown cell in record",
-        _set(("record", 0, "cell"), "d"),
+        set_key(("record", 0, "cell"), "d"),
         "record[0].cell",
         "unknown cell 'd'",
     ),
     (
         "unknown parent",
-        _set((*SEC, 1, "parent"), "som"),
+        set_key((*SEC, 1, "parent"), "som"),
         "cells[0].sections[1].parent",
         "parent 'som' is not a section",
     ),
     ("cycle", _cycle, "cells[0].sections[2].parent", "cycle: a -> b -> a"),
     (
         "self parent",
-        _set((*SEC, 1, "parent"), "dend"),
+        set_key((*SEC, 1, "parent"), "dend"),
         "cells[0].sections[1].parent",
         "cycle: dend -> dend",
     ),
@@ -349,109 +339,111 @@ BROKEN = [
     ),
     (
         "duplicate section",
-        _set((*SEC, 1, "name"), "soma"),
+        set_key((*SEC, 1, "name"), "soma"),
         "cells[0].sections[1].name",
         "duplicate section name 'soma'",
     ),
-    ("unknown key", _set(("tstop",), 5.0), "tstop", "did you mean 't_stop'"),
+    ("unknown key", set_key(("tstop",), 5.0), "tstop", "did you mean 't_stop'"),
     (
         "unknown nested key",
-        _set((*SEC, 0, "lenght"), 5.0),
+        set_key((*SEC, 0, "lenght"), 5.0),
         "cells[0].sections[0].lenght",
         "unknown key (did you mean 'length'?)",
     ),
     (
         "bad position",
-        _set(("stimuli", 0, "position"), 1.5),
+        set_key(("stimuli", 0, "position"), 1.5),
         "stimuli[0].position",
         "must be in [0, 1], got 1.5",
     ),
     (
         "bad parent_position",
-        _set((*SEC, 1, "parent_position"), -0.1),
+        set_key((*SEC, 1, "parent_position"), -0.1),
         "cells[0].sections[1].parent_position",
         "must be in [0, 1]",
     ),
     (
         "unknown solver",
-        _set(("integration", "solver"), "rk4"),
+        set_key(("integration", "solver"), "rk4"),
         "integration.solver",
         "unknown solver 'rk4'",
     ),
     (
         "bad dtype",
-        _set(("integration", "dtype"), "float16"),
+        set_key(("integration", "dtype"), "float16"),
         "integration.dtype",
         "'float32' or 'float64'",
     ),
     (
         "bad format",
-        _set(("format",), "stable_ode.model/2"),
+        set_key(("format",), "stable_ode.model/2"),
         "format",
         "must be 'stable_ode.model/1'",
     ),
     ("missing format", _del(("format",)), "format", "missing"),
     (
         "dt off grid",
-        _set(("integration", "dt"), 0.3),
+        set_key(("integration", "dt"), 0.3),
         "integration.dt",
         "whole number of steps",
     ),
     (
         "save_dt off grid",
-        _set(("integration", "save_dt"), 0.03),
+        set_key(("integration", "save_dt"), 0.03),
         "integration.save_dt",
         "whole multiple of dt",
     ),
     (
         "unknown controller",
-        _set(("integration", "controller"), {"kind": "p"}),
+        set_key(("integration", "controller"), {"kind": "p"}),
         "integration.controller.kind",
         "unknown controller kind 'p'",
     ),
     (
         "controller missing rtol",
-        _set(("integration", "controller"), {"kind": "pid", "atol": 1e-3}),
+        set_key(("integration", "controller"), {"kind": "pid", "atol": 1e-3}),
         "integration.controller.rtol",
         "missing",
     ),
     (
         "controller negative atol",
-        _set(("integration", "controller"), {"kind": "pid", "rtol": 1e-3, "atol": -1}),
+        set_key(
+            ("integration", "controller"), {"kind": "pid", "rtol": 1e-3, "atol": -1}
+        ),
         "integration.controller.atol",
         "must be > 0",
     ),
     (
         "swc",
-        _set(("cells", 0, "swc"), "cell.swc"),
+        set_key(("cells", 0, "swc"), "cell.swc"),
         "cells[0]",
         "exactly one of 'sections' and 'swc'",
     ),
     (
         "duplicate recording",
-        _set(("record", 1, "name"), "soma"),
+        set_key(("record", 1, "name"), "soma"),
         "record[1].name",
         "duplicate recording name 'soma'",
     ),
     (
         "reserved recording",
-        _set(("record", 1, "name"), "t"),
+        set_key(("record", 1, "name"), "t"),
         "record[1].name",
         "reserved",
     ),
     (
         "unknown stimulus kind",
-        _set(("stimuli", 0, "kind"), "ramp"),
+        set_key(("stimuli", 0, "kind"), "ramp"),
         "stimuli[0].kind",
         "unknown stimulus kind 'ramp'",
     ),
     (
         "negative delay",
-        _set(("stimuli", 0, "delay"), -1.0),
+        set_key(("stimuli", 0, "delay"), -1.0),
         "stimuli[0].delay",
         "must be >= 0",
     ),
-    ("nan", _set(("v_init",), float("nan")), "v_init", "must be finite"),
+    ("nan", set_key(("v_init",), float("nan")), "v_init", "must be finite"),
     (
         "unknown synapse kind",
         _append(("synapses",), _syn(kind="exp2syn")),
@@ -566,17 +558,17 @@ BROKEN = [
     ),
     (
         "synapses not a list",
-        _set(("synapses",), {"kind": "ionotropic"}),
+        set_key(("synapses",), {"kind": "ionotropic"}),
         "synapses",
         "must be a list",
     ),
     (
         "swc_options without swc",
-        _set(("cells", 0, "swc_options"), {"soma": "single"}),
+        set_key(("cells", 0, "swc_options"), {"soma": "single"}),
         "cells[0].swc_options",
         "only a cell read from an SWC file",
     ),
-    ("no cells", _set(("cells",), []), "cells", "at least one cell"),
+    ("no cells", set_key(("cells",), []), "cells", "at least one cell"),
 ]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import set_key
 from hypothesis import given, HealthCheck, settings, strategies as st
 
 import stable_ode as so
@@ -21,17 +22,6 @@ from stable_ode._spec import Limits, SpecError, validate
 
 MODELS = Path(__file__).parents[1] / "data" / "models"
 TINY = json.loads((MODELS / "tiny.json").read_text())
-
-
-def _edit(path, value):
-    def edit(raw):
-        *head, last = path
-        node = raw
-        for k in head:
-            node = node[k]
-        node[last] = value
-
-    return edit
 
 
 def _f32(edit):
@@ -57,55 +47,55 @@ MECH = ("cells", 0, "mechanisms")
 HOSTILE = [
     (
         "400-digit length",
-        _edit((*SEC, 0, "length"), 10**400),
+        set_key((*SEC, 0, "length"), 10**400),
         "cells[0].sections[0].length",
         "must be finite, got integer of 401 digits",
     ),
     (
         "huge diameter",
-        _edit((*SEC, 0, "diameter"), 1e308),
+        set_key((*SEC, 0, "diameter"), 1e308),
         "cells[0].sections[0].diameter",
         "not a finite non-zero number",
     ),
     (
         "tiny diameter",
-        _edit((*SEC, 0, "diameter"), 1e-300),
+        set_key((*SEC, 0, "diameter"), 1e-300),
         "cells[0].sections[0].diameter",
         "axial resistance",
     ),
     (
         "subnormal diameter",
-        _edit((*SEC, 0, "diameter"), 5e-324),
+        set_key((*SEC, 0, "diameter"), 5e-324),
         "cells[0].sections[0].diameter",
         "not a finite non-zero number",
     ),
     (
         "infinite capacitance",
-        _edit(("cells", 0, "capacitance"), math.inf),
+        set_key(("cells", 0, "capacitance"), math.inf),
         "cells[0].capacitance",
         "must be finite",
     ),
     (
         "subnormal dt",
-        _edit(("integration", "dt"), 5e-324),
+        set_key(("integration", "dt"), 5e-324),
         "integration.dt",
         "fixed steps, more than the limit",
     ),
     (
         "dt 1e-300",
-        _edit(("integration", "dt"), 1e-300),
+        set_key(("integration", "dt"), 1e-300),
         "integration.dt",
         "fixed steps, more than the limit",
     ),
     (
         "t_stop 1e308",
-        _edit(("t_stop",), 1e308),
+        set_key(("t_stop",), 1e308),
         "integration.dt",
         "fixed steps, more than the limit",
     ),
     (
         "10**12 compartments",
-        _edit((*SEC, 1, "n_compartments"), 10**12),
+        set_key((*SEC, 1, "n_compartments"), 10**12),
         "cells[0].sections[1].n_compartments",
         "more than the limit of 10,000,000",
     ),
@@ -117,49 +107,49 @@ HOSTILE = [
     ),
     (
         "v_init 1e39 float32",
-        _f32(_edit(("v_init",), 1e39)),
+        _f32(set_key(("v_init",), 1e39)),
         "v_init",
         "does not fit float32",
     ),
     (
         "gnabar 1e39 float32",
-        _f32(_edit((*MECH, 0, "params"), {"gnabar": 1e39})),
+        _f32(set_key((*MECH, 0, "params"), {"gnabar": 1e39})),
         "cells[0].mechanisms[0].params.gnabar",
         "does not fit float32",
     ),
     (
         "amplitude 1e39 float32",
-        _f32(_edit(("stimuli", 0, "amplitude"), 1e39)),
+        _f32(set_key(("stimuli", 0, "amplitude"), 1e39)),
         "stimuli[0].amplitude",
         "does not fit float32",
     ),
     (
         "float32 tiny compartments",
-        _f32(_edit((*SEC, 0, "diameter"), 1e-20)),
+        _f32(set_key((*SEC, 0, "diameter"), 1e-20)),
         "cells[0].sections[0].diameter",
         "does not fit float32",
     ),
     (
         "SemiImplicitEuler",
-        _edit(("integration", "solver"), "SemiImplicitEuler"),
+        set_key(("integration", "solver"), "SemiImplicitEuler"),
         "integration.solver",
         "a model is one term",
     ),
     (
         "ItoMilstein",
-        _edit(("integration", "solver"), "ItoMilstein"),
+        set_key(("integration", "solver"), "ItoMilstein"),
         "integration.solver",
         "solver 'ItoMilstein'",
     ),
     (
         "KenCarp4",
-        _edit(("integration", "solver"), "KenCarp4"),
+        set_key(("integration", "solver"), "KenCarp4"),
         "integration.solver",
         "solver 'KenCarp4'",
     ),
     (
         "Kvaerno5 fixed steps",
-        _edit(("integration", "solver"), "Kvaerno5"),
+        set_key(("integration", "solver"), "Kvaerno5"),
         "integration.solver",
         "needs an adaptive controller",
     ),
@@ -171,13 +161,13 @@ HOSTILE = [
     ),
     (
         "save_dt not dividing t_stop",
-        _edit(("integration", "save_dt"), 2.0),
+        set_key(("integration", "save_dt"), 2.0),
         "integration.save_dt",
         "must divide t_stop = 5.0 ms",
     ),
     (
         "empty trace",
-        _edit(
+        set_key(
             ("stimuli", 0),
             {"kind": "trace", "cell": "c", "section": "soma", "values": [], "dt": 0.1},
         ),
@@ -186,13 +176,13 @@ HOSTILE = [
     ),
     (
         "empty mechanism sections",
-        _edit((*MECH, 0, "sections"), []),
+        set_key((*MECH, 0, "sections"), []),
         "cells[0].mechanisms[0].sections",
         "at least one section",
     ),
     (
         "section listed twice",
-        _edit((*MECH, 0, "sections"), ["soma", "soma"]),
+        set_key((*MECH, 0, "sections"), ["soma", "soma"]),
         "cells[0].mechanisms[0].sections[1]",
         "listed twice",
     ),
