@@ -176,15 +176,14 @@ def _reverse_only(adjoint: dfx.AbstractAdjoint) -> bool:
     return isinstance(adjoint, (dfx.RecursiveCheckpointAdjoint, Checkpointing))
 
 
-def _safe_solve(model_y0, cfg: _Fixed):
-    """The safe fixed-step solve (`SafeStepTo`): `(solution, recordings, final
-    state, t_end)`."""
-    model, y0 = model_y0
-    grid, every = cfg.grid, cfg.every
-    n = grid.shape[0] - 1
-    sol = dfx.diffeqsolve(
+def _grid_solve(model, y0, cfg: _Fixed, solver, controller, max_steps):
+    """`diffeqsolve` over `cfg.grid`, saving the recorder at `t0` and every step,
+    and the final state. The controller's state is saved only where it keeps
+    `StepStats` (`SafeStepTo`), for the statistics."""
+    grid = cfg.grid
+    return dfx.diffeqsolve(
         MembraneTerm(model),
-        cfg.solver,
+        solver,
         grid[0],  # times in the model's dtype, as the grid (float32 models)
         grid[-1],
         None,
@@ -194,14 +193,23 @@ def _safe_solve(model_y0, cfg: _Fixed):
                 dfx.SubSaveAt(t0=True, steps=True, fn=cfg.recorder),
                 dfx.SubSaveAt(t1=True),
             ],
-            controller_state=True,
+            controller_state=isinstance(controller, SafeStepTo),
         ),
-        stepsize_controller=cfg.controller,
+        stepsize_controller=controller,
         adjoint=cfg.adjoint,
-        max_steps=cfg.max_steps,
+        max_steps=max_steps,
         throw=False,
         progress_meter=cfg.progress_meter,
     )
+
+
+def _safe_solve(model_y0, cfg: _Fixed):
+    """The safe fixed-step solve (`SafeStepTo`): `(solution, recordings, final
+    state, t_end)`."""
+    model, y0 = model_y0
+    grid, every = cfg.grid, cfg.every
+    n = grid.shape[0] - 1
+    sol = _grid_solve(model, y0, cfg, cfg.solver, cfg.controller, cfg.max_steps)
     ts, _ = sol.ts
     saved, final = sol.ys
     # Saved steps include any sub-steps of non-finite retries; keep the grid
@@ -246,25 +254,7 @@ def _plain_first(model_y0, cfg: _Fixed, differentiated: bool = True):
     solver = cfg.solver
     if not differentiated and isinstance(solver, NonFiniteGuard):
         solver = solver.solver
-    fast = dfx.diffeqsolve(
-        MembraneTerm(model),
-        solver,
-        grid[0],
-        grid[-1],
-        None,
-        y0,
-        saveat=dfx.SaveAt(
-            subs=[
-                dfx.SubSaveAt(t0=True, steps=True, fn=cfg.recorder),
-                dfx.SubSaveAt(t1=True),
-            ]
-        ),
-        stepsize_controller=dfx.StepTo(grid),
-        adjoint=cfg.adjoint,
-        max_steps=n,
-        throw=False,
-        progress_meter=cfg.progress_meter,
-    )
+    fast = _grid_solve(model, y0, cfg, solver, dfx.StepTo(grid), n)
     saved, final = fast.ys
     final = jax.tree_util.tree_map(lambda x: x[0], final)
     # A NaN or inf stays in the state once it appears: every state is updated
