@@ -187,6 +187,28 @@ def _instantiate(file: str, sections: list[_Sec], types) -> list[MorphologySecti
     return out
 
 
+def point_sites(
+    sections: list[MorphologySection],
+) -> dict[int, tuple[str, float]]:
+    """Where each file point lies: `{point id: (section name, x)}`.
+
+    `x` is the point's arc position along its section's 3-D points, from 0 to 1
+    (NEURON's `arc3d(i) / L`). Points that are not `pt3d` points (the two outer
+    points of NeuroMorpho's three-point soma, a contour soma's outline, sections
+    Import3d drops for having zero length) are absent.
+    """
+    sites: dict[int, tuple[str, float]] = {}
+    for sec in sections:
+        steps = np.linalg.norm(np.diff(sec.points[:, :3], axis=0), axis=1)
+        arc = np.concatenate([[0.0], np.cumsum(steps)])
+        length = arc[-1]
+        for k, pid in enumerate(sec.point_ids):
+            if pid >= 0:
+                x = float(arc[k] / length) if length > 0 else 0.5
+                sites[pid] = (sec.name, x)
+    return sites
+
+
 def read_morphology(path: str | os.PathLike) -> list[MorphologySection]:
     """Read an SWC (`.swc`) or Neurolucida (`.asc`) file as NEURON's `Import3d` does.
 

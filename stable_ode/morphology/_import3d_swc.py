@@ -7,12 +7,8 @@ in id order; sections are maximal runs of consecutive points (in id order) that
 """
 
 import math
-import re
 
 from ._import3d import _Sec, MorphologyError
-
-
-_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
 def _parse(file: str):
@@ -27,14 +23,19 @@ def _parse(file: str):
             if not text:
                 continue
             cols = text.split()
-            if len(cols) != 7 or not all(_NUMBER.match(c) for c in cols):
+            try:
+                if len(cols) != 7 or "_" in text:
+                    raise ValueError
+                vals = [float(c) for c in cols]
+            except ValueError:
                 raise MorphologyError(
                     file,
                     lineno,
                     "expected 7 numbers `id type x y z radius parent`, got "
                     f"{raw.strip()!r}",
-                )
-            vals = [float(c) for c in cols]
+                ) from None
+            if not all(math.isfinite(v) for v in vals):
+                raise MorphologyError(file, lineno, f"non-finite number in {text!r}")
             if any(v != int(v) for v in (vals[0], vals[1], vals[6])):
                 raise MorphologyError(
                     file, lineno, f"id, type and parent must be integers: {text!r}"
@@ -65,13 +66,12 @@ def _check(file: str, rows):
     by_id = {row[0]: row for row in rows}
     roots = [row for row in rows if row[6] < 0]
     for row in rows:
-        pid, parent, line = row[0], row[6], row[7]
-        if parent < 0:
-            continue
-        if parent not in by_id:
+        if row[6] >= 0 and row[6] not in by_id:
             raise MorphologyError(
-                file, line, f"point {pid} has parent {parent}, which is not a point"
+                file, row[7], f"point {row[0]} has parent {row[6]}, which is not a point"
             )
+    for row in rows:
+        pid, parent, line = row[0], row[6], row[7]
         if parent >= pid:
             # a cycle, or a parent listed with a larger id (Import3d requires
             # parent id < id)
@@ -100,6 +100,26 @@ def _check(file: str, rows):
             f"{len(roots)} roots (negative parent) on lines {lines}: the points are "
             "not all connected to one root",
         )
+    # Soma conventions (Import3d reads these files without complaint, into soma
+    # sections that hang from neurites): the soma holds the root, in one piece.
+    root = roots[0]
+    soma = [row for row in rows if row[1] == 1]
+    if soma and root[1] != 1:
+        raise MorphologyError(
+            file,
+            root[7],
+            f"the root point {root[0]} has type {root[1]}, but the file has soma "
+            f"points (type 1, first on line {soma[0][7]}); the soma must hold the root",
+        )
+    for row in soma:
+        if row[6] >= 0 and by_id[row[6]][1] != 1:
+            raise MorphologyError(
+                file,
+                row[7],
+                f"soma point {row[0]} hangs from point {row[6]} of type "
+                f"{by_id[row[6]][1]}; the soma points must be connected to each "
+                "other",
+            )
 
 
 def _three_point_soma(rows, pix, nchild) -> bool:
