@@ -16,102 +16,24 @@ no line numbers for errors, and does not keep Import3d's quirks (the section typ
 from a tree's last property, marker points that start a branch).
 """
 
-import re
-
-import numpy as np
-
 from ._import3d import _Sec, MorphologyError
-from ._import3d_contour import contourcenter, stk_center
-
-
-# token kinds
-EOF, NUMBER, LEFTPAR, RIGHTPAR, COMMA, BAR, SET, RGB, STRING, LABEL, ERR = range(11)
-LEFTSP, RIGHTSP = 11, 12
-_KIND = {
-    EOF: "end of file",
-    NUMBER: "number",
-    LEFTPAR: "'('",
-    RIGHTPAR: "')'",
-    COMMA: "','",
-    BAR: "'|'",
-    SET: "set",
-    RGB: "RGB",
-    STRING: "string",
-    LABEL: "label",
-    ERR: "unreadable text",
-    LEFTSP: "'<'",
-    RIGHTSP: "'>'",
-}
-_NUMBER = re.compile(
-    r"\s*([+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan))(.+)",
-    re.DOTALL | re.IGNORECASE,
+from ._import3d_asc_lex import (
+    BAR,
+    COMMA,
+    EOF,
+    KIND,
+    LABEL,
+    LEFTPAR,
+    LEFTSP,
+    NUMBER,
+    RGB,
+    RIGHTPAR,
+    RIGHTSP,
+    SET,
+    STRING,
+    tokens,
 )
-_PUNCT = {"(": LEFTPAR, ")": RIGHTPAR, ",": COMMA, "|": BAR, "<": LEFTSP, ">": RIGHTSP}
-_SET = re.compile(r"\s*(?:set|Set|SET)(?>\s*)(.+)", re.DOTALL)
-_RGB = re.compile(r"\s*RGB(?>\s*)(.+)", re.DOTALL)
-_STRING = re.compile(r'\s*"([^"]+)"(.+)', re.DOTALL)
-_OPEN_STRING = re.compile(r'\s*"([^"]+)$', re.DOTALL)
-_EMPTY_STRING = re.compile(r'\s*""(.+)', re.DOTALL)
-_LABEL = re.compile(r"\s*([A-Za-z0-9_]++)(.+)", re.DOTALL)
-
-
-def _tokens(file: str, lines: list[str]):
-    """`lex`: the file's tokens `(kind, value, line)`, comments (`;`) dropped."""
-    out = []
-    opened = []  # lines of unclosed '('
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.rstrip() + "\n"
-        while len(line) > 1 and not line.lstrip().startswith(";"):
-            if m := _NUMBER.match(line):
-                out.append((NUMBER, float(m.group(1)), lineno))
-                line = m.group(2)
-                continue
-            s = line.lstrip()
-            if not s:
-                break
-            if s[0] in _PUNCT:
-                kind = _PUNCT[s[0]]
-                if kind == LEFTPAR:
-                    opened.append(lineno)
-                elif kind == RIGHTPAR:
-                    if not opened:
-                        raise MorphologyError(
-                            file, lineno, "')' closes a block that was never opened"
-                        )
-                    opened.pop()
-                out.append((kind, s[0], lineno))
-                line = s[1:]
-                continue
-            for pattern, kind in ((_SET, SET), (_RGB, RGB)):
-                if m := pattern.match(line):
-                    out.append((kind, None, lineno))
-                    line = m.group(1)
-                    break
-            else:
-                if m := _STRING.match(line):
-                    out.append((STRING, m.group(1), lineno))
-                    line = m.group(2)
-                elif _OPEN_STRING.match(line):
-                    raise MorphologyError(file, lineno, 'no closing \'"\' in string')
-                elif m := _EMPTY_STRING.match(line):
-                    out.append((STRING, "", lineno))
-                    line = m.group(1)
-                elif m := _LABEL.match(line):
-                    out.append((LABEL, m.group(1), lineno))
-                    line = m.group(2)
-                else:
-                    raise MorphologyError(
-                        file, lineno, f"cannot read {line.strip()!r}"
-                    )
-    if opened:
-        raise MorphologyError(
-            file,
-            opened[-1],
-            f"the block opened here with '(' is not closed by the end of the file "
-            f"({len(opened)} unclosed)",
-        )
-    out.append((EOF, None, len(lines)))
-    return out
+from ._import3d_contour import connect2soma
 
 
 class _Parser:
@@ -141,13 +63,13 @@ class _Parser:
 
     def err(self, expected=None):
         kind, value, line = self.tok[self.pos]
-        got = _KIND[kind] + ("" if value is None else f" {value!r}")
+        got = KIND[kind] + ("" if value is None else f" {value!r}")
         want = f"expected {expected}, " if expected else ""
         raise MorphologyError(self.file, line, f"parse error: {want}got {got}")
 
     def chk(self, kind):
         if self.kind() != kind:
-            self.err(_KIND[kind])
+            self.err(KIND[kind])
 
     def demand(self, kind):
         self.advance()
@@ -416,73 +338,6 @@ class _Parser:
         self.sections.append(sec)
 
 
-def _bbox(sec):
-    a = np.asarray(sec.xyz)
-    return np.concatenate([a.min(axis=0), a.max(axis=0)])
-
-
-def _connect2soma(file, sections: list[_Sec]) -> list[_Sec]:
-    somas = [s for s in sections if s.iscontour]
-    others = [s for s in sections if not s.iscontour]
-    sections = somas + others
-    if not somas:
-        raise MorphologyError(
-            file,
-            None,
-            'no soma contour ("CellBody", "Cell Body" or "Soma" with more than two '
-            "points): Import3d would make disconnected trees",
-        )
-    # soma_contour_stack: consecutive soma contours whose x-y boxes overlap
-    first = somas[0]
-    bb1 = _bbox(first)
-    kept = [first]
-    for nxt in somas[1:]:
-        bb2 = _bbox(nxt)
-        overlap = not any(bb1[i] > bb2[3 + i] or bb2[i] > bb1[3 + i] for i in (0, 1))
-        if overlap:
-            first.contour_list.append(nxt)
-            nxt.is_subsidiary = True
-        else:
-            first = nxt
-            kept.append(nxt)
-        bb1 = bb2
-    somas = kept
-    roots = [s for s in sections if not s.iscontour and s.parent is None]
-    centers = []
-    for soma in somas:  # connect2soma_2
-        if soma.contour_list:
-            center = stk_center(soma)
-            boxes = np.array([_bbox(c) for c in [soma] + soma.contour_list])
-            xmin, ymin = boxes[:, 0].min(), boxes[:, 1].min()
-            xmax, ymax = boxes[:, 3].max(), boxes[:, 4].max()
-        else:
-            a = np.asarray(soma.xyz)
-            xmin, xmax = a[:, 0].min() - 0.5, a[:, 0].max() + 0.5
-            ymin, ymax = a[:, 1].min() - 0.5, a[:, 1].max() + 0.5
-            center = contourcenter(a)[0]
-        centers.append(center)
-        for i in range(len(roots) - 1, -1, -1):
-            sec = roots[i]
-            x, y = sec.xyz[0][0], sec.xyz[0][1]
-            if xmin <= x <= xmax and ymin <= y <= ymax:
-                _join(sec, soma, center)
-                del roots[i]
-    for sec in roots:  # outside every soma box: the nearest soma centre
-        dist = [np.sqrt(np.sum((np.asarray(sec.xyz[0]) - c) ** 2)) for c in centers]
-        k = int(np.argmin(dist))
-        _join(sec, somas[k], centers[k])
-    return sections
-
-
-def _join(sec, soma, center):
-    sec.parent = soma
-    sec.parentx = 0.5
-    sec.xyz.insert(0, [float(c) for c in center])
-    sec.d.insert(0, 0.01)
-    sec.ids.insert(0, -1)
-    sec.first = 1
-
-
 def read_asc_sections(file: str):
     """Import3d's section list for a Neurolucida `.asc` file, and the types."""
     try:
@@ -490,7 +345,7 @@ def read_asc_sections(file: str):
             lines = f.readlines()
     except OSError as e:
         raise MorphologyError(file, None, f"cannot read the file ({e})") from None
-    parser = _Parser(file, _tokens(file, lines))
+    parser = _Parser(file, tokens(file, lines))
     if parser.kind() == EOF:
         raise MorphologyError(file, None, "no Neurolucida objects in the file")
     parser.objects()
@@ -502,5 +357,5 @@ def read_asc_sections(file: str):
     rank = {i: k for k, i in enumerate(used)}
     for s in sections:
         s.ids = [rank[i] if i >= 0 else -1 for i in s.ids]
-    sections = _connect2soma(file, sections)
+    sections = connect2soma(file, sections)
     return sections, {s.type for s in sections}

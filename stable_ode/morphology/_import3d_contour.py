@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from ._import3d import MorphologyError
+
 
 def _sum(a) -> float:
     """Left-to-right sum (`Vector.sum`, `Vector.mean`'s numerator)."""
@@ -111,7 +113,10 @@ def contour2centroid(xyz: np.ndarray):
         major = -major
     mid = 3 - imin - imax
     if not 0 <= mid <= 2:
-        raise ValueError("the soma contour has no principal axes (all points equal)")
+        raise ValueError(
+            "Import3d cannot compute the soma centroid: the contour has no "
+            "extent in the x-y plane"
+        )
     minor = evecs[:, mid].copy()
     minor[2] = 0.0
     if _mag(minor) / (_mag(major) + 1e-100) < 1e-6:
@@ -193,3 +198,74 @@ def stk_center(sec) -> np.ndarray:
     return np.array(
         [th * centers[i][k] + (1 - th) * centers[i - 1][k] for k in range(3)]
     )
+
+
+def _bbox(sec):
+    a = np.asarray(sec.xyz)
+    return np.concatenate([a.min(axis=0), a.max(axis=0)])
+
+
+def connect2soma(file, sections: list) -> list:
+    """`Import3d_Neurolucida3.connect2soma`: soma contours first, overlapping ones
+    (x-y boxes, consecutive in the file) stacked, every tree joined by a logical
+    connection to the centre of the first soma whose box (±0.5 µm; a stack's
+    without margin) holds its first point, else of the nearest soma."""
+    somas = [s for s in sections if s.iscontour]
+    others = [s for s in sections if not s.iscontour]
+    sections = somas + others
+    if not somas:
+        raise MorphologyError(
+            file,
+            None,
+            'no soma contour ("CellBody", "Cell Body" or "Soma" with more than two '
+            "points): Import3d would make disconnected trees",
+        )
+    # soma_contour_stack: consecutive soma contours whose x-y boxes overlap
+    first = somas[0]
+    bb1 = _bbox(first)
+    kept = [first]
+    for nxt in somas[1:]:
+        bb2 = _bbox(nxt)
+        overlap = not any(bb1[i] > bb2[3 + i] or bb2[i] > bb1[3 + i] for i in (0, 1))
+        if overlap:
+            first.contour_list.append(nxt)
+            nxt.is_subsidiary = True
+        else:
+            first = nxt
+            kept.append(nxt)
+        bb1 = bb2
+    somas = kept
+    roots = [s for s in sections if not s.iscontour and s.parent is None]
+    centers = []
+    for soma in somas:  # connect2soma_2
+        if soma.contour_list:
+            center = stk_center(soma)
+            boxes = np.array([_bbox(c) for c in [soma] + soma.contour_list])
+            xmin, ymin = boxes[:, 0].min(), boxes[:, 1].min()
+            xmax, ymax = boxes[:, 3].max(), boxes[:, 4].max()
+        else:
+            a = np.asarray(soma.xyz)
+            xmin, xmax = a[:, 0].min() - 0.5, a[:, 0].max() + 0.5
+            ymin, ymax = a[:, 1].min() - 0.5, a[:, 1].max() + 0.5
+            center = contourcenter(a)[0]
+        centers.append(center)
+        for i in range(len(roots) - 1, -1, -1):
+            sec = roots[i]
+            x, y = sec.xyz[0][0], sec.xyz[0][1]
+            if xmin <= x <= xmax and ymin <= y <= ymax:
+                _join(sec, soma, center)
+                del roots[i]
+    for sec in roots:  # outside every soma box: the nearest soma centre
+        dist = [np.sqrt(np.sum((np.asarray(sec.xyz[0]) - c) ** 2)) for c in centers]
+        k = int(np.argmin(dist))
+        _join(sec, somas[k], centers[k])
+    return sections
+
+
+def _join(sec, soma, center):
+    sec.parent = soma
+    sec.parentx = 0.5
+    sec.xyz.insert(0, [float(c) for c in center])
+    sec.d.insert(0, 0.01)
+    sec.ids.insert(0, -1)
+    sec.first = 1

@@ -60,7 +60,9 @@ def _check(file: str, rows):
     for row in rows:
         if row[0] in seen:
             raise MorphologyError(
-                file, row[7], f"point id {row[0]} already defined on line {seen[row[0]]}"
+                file,
+                row[7],
+                f"point id {row[0]} already defined on line {seen[row[0]]}",
             )
         seen[row[0]] = row[7]
     by_id = {row[0]: row for row in rows}
@@ -68,7 +70,9 @@ def _check(file: str, rows):
     for row in rows:
         if row[6] >= 0 and row[6] not in by_id:
             raise MorphologyError(
-                file, row[7], f"point {row[0]} has parent {row[6]}, which is not a point"
+                file,
+                row[7],
+                f"point {row[0]} has parent {row[6]}, which is not a point",
             )
     for row in rows:
         pid, parent, line = row[0], row[6], row[7]
