@@ -1,12 +1,15 @@
 """SWC files as NEURON's `Import3d_SWC_read` (`import3d/read_swc.hoc`) reads them.
 
-The steps follow the hoc procedures of the same names: `parse`, `check_pid`,
+Coordinates and radii are read as 32-bit floats, as hoc's `sscanf("%f")` reads
+them. The steps follow the hoc procedures of the same names: `parse`, `check_pid`,
 `mark_branch`, `neuromorph_3point_soma`, `sectionify`, `mksection`. Points are taken
 in id order; sections are maximal runs of consecutive points (in id order) that
 `mark_branch` and `sectionify` do not end.
 """
 
 import math
+
+import numpy as np
 
 from ._import3d import _Sec, MorphologyError
 
@@ -41,7 +44,8 @@ def _parse(file: str):
                     file, lineno, f"id, type and parent must be integers: {text!r}"
                 )
             pid, ptype, parent = int(vals[0]), int(vals[1]), int(vals[6])
-            x, y, z, r = vals[2:6]
+            # hoc's sscanf("%f") reads 32-bit floats: Import3d computes with those
+            x, y, z, r = (float(v) for v in np.float32(vals[2:6]))
             if not r > 0:
                 raise MorphologyError(
                     file, lineno, f"radius must be > 0 µm, got {cols[5]}"

@@ -108,6 +108,63 @@ def test_sections_as_neuron(name, ours, neuron_sections):
         assert np.all(np.abs(sec.points - ref["points"]) <= 1e-6 * scale), sec.name
 
 
+def _random_swc(rng: np.random.Generator) -> str:
+    """A random small SWC tree: soma of 0-6 points (sometimes NeuroMorpho's
+    three-point sphere), neurites of mixed types branching anywhere, some points
+    repeating their parent's place."""
+    n = int(rng.integers(1, 40))
+    nsoma = 0 if rng.random() < 0.15 else min(n, int(rng.choice([1, 1, 2, 3, 3, 4, 6])))
+    rows = []
+    for i in range(n):
+        if i == 0:
+            parent = -1
+        elif i < nsoma or rng.random() >= 0.6:
+            parent = int(rng.integers(1, i + 1))
+            if i < nsoma and rng.random() < 0.6:
+                parent = i
+        else:
+            parent = i
+        kind = 1 if i < nsoma else int(rng.choice([2, 3, 3, 4, 7]))
+        if i >= nsoma and parent > nsoma and rng.random() < 0.7:
+            kind = rows[parent - 1][1]
+        xyz = [round(float(v), 2) for v in rng.uniform(-30, 30, 3)]
+        if parent > 0 and rng.random() < 0.05:
+            xyz = rows[parent - 1][2:5]
+        radius = 2.0 if rng.random() < 0.5 else round(float(rng.uniform(0.2, 5)), 2)
+        rows.append([i + 1, kind, *xyz, radius, parent])
+    if nsoma == 3 and n >= 3 and rng.random() < 0.5:
+        r = rows[0][5]
+        x, y, z = rows[0][2:5]
+        rows[1] = [2, 1, x, y - r, z, r, 1]
+        rows[2] = [3, 1, x, y + r, z, r, 1]
+        for row in rows[3:]:
+            if row[6] in (2, 3):
+                row[6] = 1
+    return "".join(" ".join(str(v) for v in row) + "\n" for row in rows)
+
+
+@pytest.mark.neuron
+def test_random_trees_as_neuron(tmp_path):
+    """Random small SWC trees (seeded) read as NEURON reads them."""
+    from neuron import h
+
+    h.load_file("stdlib.hoc")
+    h.load_file("import3d.hoc")
+    rng = np.random.default_rng(20261201)
+    for k in range(40):
+        path = tmp_path / f"random{k}.swc"
+        path.write_text(_random_swc(rng))
+        ref = _neuron_read(h, path)
+        mine = read_morphology(path)
+        assert sorted(s.name for s in mine) == sorted(ref), path.read_text()
+        for sec in mine:
+            r = ref[sec.name]
+            assert sec.parent == r["parent"], (k, sec.name)
+            if sec.parent is not None:
+                assert sec.parent_position == r["x"], (k, sec.name)
+            assert np.array_equal(sec.neuron_points.astype(np.float64), r["points"])
+
+
 def _swc_rows(path):
     rows = {}
     for line in path.read_text().splitlines():
