@@ -45,20 +45,19 @@ class _Parser:
         self.pos = 0
         self.points = []  # Import3d's x, y, z, d vectors: [x, y, z, d, line]
         self.sections: list[_Sec] = []
-        self.ranges = {}  # id(sec) -> (begin, end) into points (tree/soma points)
         self.parentsec = None
         self.sectype = 0
         self.plist = []
 
     # tokens
     def kind(self, k=0):
-        return self.tok[min(self.pos + k, len(self.tok) - 1)][0]
+        return self.tok[self.pos + k][0]
 
     def value(self):
         return self.tok[self.pos][1]
 
     def advance(self):
-        if self.pos < len(self.tok) - 1:
+        if self.tok[self.pos][0] != EOF:
             self.pos += 1
 
     def err(self, expected=None):
@@ -287,6 +286,21 @@ class _Parser:
             self.point()
 
     def point(self, keep=True):
+        t, p = self.tok, self.pos
+        if (  # the common `(x y z d)`, as the general path below reads it
+            t[p + 1][0] == NUMBER
+            and t[p + 2][0] == NUMBER
+            and t[p + 3][0] == NUMBER
+            and t[p + 4][0] == NUMBER
+            and t[p + 5][0] == RIGHTPAR
+            and t[p][0] == LEFTPAR
+        ):
+            if keep:
+                self.points.append(
+                    [t[p + 1][1], t[p + 2][1], t[p + 3][1], t[p + 4][1], t[p + 1][2]]
+                )
+            self.pos = p + 6
+            return
         self.chk(LEFTPAR)
         self.demand(NUMBER)
         line = self.tok[self.pos][2]

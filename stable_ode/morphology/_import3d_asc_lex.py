@@ -28,35 +28,48 @@ KIND = {
     LEFTSP: "'<'",
     RIGHTSP: "'>'",
 }
-_NUMBER = re.compile(
-    r"\s*([+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan))(.+)",
-    re.DOTALL | re.IGNORECASE,
+# One pattern, alternatives in hoc's order: a number (C's `%lf`), punctuation,
+# `set` / `RGB` (followed by more text on the line), a string, the empty string,
+# an unclosed string, a label, a comment, the end of the line.
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<num>[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|(?i:inf(?:inity)?|nan)))
+    | (?P<punct>[(),|<>])
+    | (?P<set>set|Set|SET)(?=\s*\S)
+    | (?P<rgb>RGB)(?=\s*\S)
+    | "(?P<str>[^"]+)"
+    | (?P<empty>"")
+    | (?P<open>")
+    | (?P<label>[A-Za-z0-9_]+)
+    | (?P<comment>;)
+    | (?P<end>$)
+    )""",
+    re.VERBOSE,
 )
 _PUNCT = {"(": LEFTPAR, ")": RIGHTPAR, ",": COMMA, "|": BAR, "<": LEFTSP, ">": RIGHTSP}
-_SET = re.compile(r"\s*(?:set|Set|SET)(?>\s*)(.+)", re.DOTALL)
-_RGB = re.compile(r"\s*RGB(?>\s*)(.+)", re.DOTALL)
-_STRING = re.compile(r'\s*"([^"]+)"(.+)', re.DOTALL)
-_OPEN_STRING = re.compile(r'\s*"([^"]+)$', re.DOTALL)
-_EMPTY_STRING = re.compile(r'\s*""(.+)', re.DOTALL)
-_LABEL = re.compile(r"\s*([A-Za-z0-9_]++)(.+)", re.DOTALL)
 
 
 def tokens(file: str, lines: list[str]):
     """`lex`: the file's tokens `(kind, value, line)`, comments (`;`) dropped."""
     out = []
+    append = out.append
     opened = []  # lines of unclosed '('
+    match = _TOKEN.match
     for lineno, raw in enumerate(lines, start=1):
-        line = raw.rstrip() + "\n"
-        while len(line) > 1 and not line.lstrip().startswith(";"):
-            if m := _NUMBER.match(line):
-                out.append((NUMBER, float(m.group(1)), lineno))
-                line = m.group(2)
-                continue
-            s = line.lstrip()
-            if not s:
-                break
-            if s[0] in _PUNCT:
-                kind = _PUNCT[s[0]]
+        line = raw.rstrip()
+        pos = 0
+        while True:
+            m = match(line, pos)
+            if m is None:
+                rest = line[pos:].strip()
+                raise MorphologyError(file, lineno, f"cannot read {rest!r}")
+            pos = m.end()
+            group = m.lastgroup
+            if group == "num":
+                append((NUMBER, float(m.group("num")), lineno))
+            elif group == "punct":
+                c = m.group("punct")
+                kind = _PUNCT[c]
                 if kind == LEFTPAR:
                     opened.append(lineno)
                 elif kind == RIGHTPAR:
@@ -65,28 +78,21 @@ def tokens(file: str, lines: list[str]):
                             file, lineno, "')' closes a block that was never opened"
                         )
                     opened.pop()
-                out.append((kind, s[0], lineno))
-                line = s[1:]
-                continue
-            for pattern, kind in ((_SET, SET), (_RGB, RGB)):
-                if m := pattern.match(line):
-                    out.append((kind, None, lineno))
-                    line = m.group(1)
-                    break
-            else:
-                if m := _STRING.match(line):
-                    out.append((STRING, m.group(1), lineno))
-                    line = m.group(2)
-                elif _OPEN_STRING.match(line):
-                    raise MorphologyError(file, lineno, "no closing '\"' in string")
-                elif m := _EMPTY_STRING.match(line):
-                    out.append((STRING, "", lineno))
-                    line = m.group(1)
-                elif m := _LABEL.match(line):
-                    out.append((LABEL, m.group(1), lineno))
-                    line = m.group(2)
-                else:
-                    raise MorphologyError(file, lineno, f"cannot read {line.strip()!r}")
+                append((kind, c, lineno))
+            elif group == "label":
+                append((LABEL, m.group("label"), lineno))
+            elif group == "str":
+                append((STRING, m.group("str"), lineno))
+            elif group == "set":
+                append((SET, None, lineno))
+            elif group == "rgb":
+                append((RGB, None, lineno))
+            elif group == "empty":
+                append((STRING, "", lineno))
+            elif group == "open":
+                raise MorphologyError(file, lineno, "no closing '\"' in string")
+            else:  # comment or end of line
+                break
     if opened:
         raise MorphologyError(
             file,
@@ -94,5 +100,6 @@ def tokens(file: str, lines: list[str]):
             f"the block opened here with '(' is not closed by the end of the file "
             f"({len(opened)} unclosed)",
         )
-    out.append((EOF, None, len(lines)))
+    # padded, so that the parser may look two tokens past the end
+    out.extend([(EOF, None, len(lines))] * 3)
     return out

@@ -15,21 +15,23 @@ from ._import3d import _Sec, MorphologyError
 
 
 def _parse(file: str):
-    rows = []  # (id, type, x, y, z, diam, pid, line)
+    """The points `(id, type, x, y, z, diam, parent, line)`, coordinates and
+    diameters as Import3d holds them (hoc's `sscanf("%f")` reads 32-bit floats)."""
+    vals, lines = [], []
     try:
         f = open(file)
     except OSError as e:
         raise MorphologyError(file, None, f"cannot read the file ({e})") from None
     with f:
         for lineno, raw in enumerate(f, start=1):
-            text = raw.split("#", 1)[0].strip()
-            if not text:
-                continue
+            text = raw.split("#", 1)[0]
             cols = text.split()
+            if not cols:
+                continue
             try:
                 if len(cols) != 7 or "_" in text:
                     raise ValueError
-                vals = [float(c) for c in cols]
+                vals.append([float(c) for c in cols])
             except ValueError:
                 raise MorphologyError(
                     file,
@@ -37,25 +39,35 @@ def _parse(file: str):
                     "expected 7 numbers `id type x y z radius parent`, got "
                     f"{raw.strip()!r}",
                 ) from None
-            if not all(math.isfinite(v) for v in vals):
-                raise MorphologyError(file, lineno, f"non-finite number in {text!r}")
-            if any(v != int(v) for v in (vals[0], vals[1], vals[6])):
-                raise MorphologyError(
-                    file, lineno, f"id, type and parent must be integers: {text!r}"
-                )
-            pid, ptype, parent = int(vals[0]), int(vals[1]), int(vals[6])
-            # hoc's sscanf("%f") reads 32-bit floats: Import3d computes with those
-            x, y, z, r = (float(v) for v in np.float32(vals[2:6]))
-            if not r > 0:
-                raise MorphologyError(
-                    file, lineno, f"radius must be > 0 µm, got {cols[5]}"
-                )
-            if pid < 0:
-                raise MorphologyError(file, lineno, f"point id must be >= 0: {pid}")
-            rows.append((pid, ptype, x, y, z, 2 * r, parent, lineno))
-    if not rows:
+            lines.append(lineno)
+    if not vals:
         raise MorphologyError(file, None, "no points")
-    return rows
+    a = np.asarray(vals, dtype=np.float64)
+
+    def first(bad, problem):
+        if np.any(bad):
+            k = int(np.argmax(bad))
+            raise MorphologyError(file, lines[k], problem(k))
+
+    first(~np.isfinite(a).all(axis=1), lambda k: f"non-finite number in {vals[k]}")
+    ints = a[:, [0, 1, 6]]
+    first(
+        (ints != np.round(ints)).any(axis=1),
+        lambda k: f"id, type and parent must be integers, got {vals[k]}",
+    )
+    first(a[:, 5] <= 0, lambda k: f"radius must be > 0 µm, got {vals[k][5]}")
+    first(a[:, 0] < 0, lambda k: f"point id must be >= 0, got {int(vals[k][0])}")
+    xyzr = a[:, 2:6].astype(np.float32).astype(np.float64)
+    xyzr[:, 3] *= 2  # diameter
+    ids = a[:, 0].astype(int).tolist()
+    types = a[:, 1].astype(int).tolist()
+    parents = a[:, 6].astype(int).tolist()
+    return [
+        (i, t, x, y, z, d, p, line)
+        for i, t, (x, y, z, d), p, line in zip(
+            ids, types, xyzr.tolist(), parents, lines
+        )
+    ]
 
 
 def _check(file: str, rows):
