@@ -58,6 +58,11 @@ class MorphologySection:
     - `logical_connection`: the `pt3dstyle(1, x, y, z)` point (µm) for children that
       Import3d joins to their parent by a "wire" drawn from this parent point to
       the child's first point (no membrane), else `None`.
+    - `other_points`: `(point id, x)` for file points that are in no `pt3d` row but
+      belong here at arc position `x`: a contour soma's outline and the outer
+      points of NeuroMorpho's three-point soma (at 0.5), and the points of child
+      sections Import3d drops for having one point or zero length (where they
+      attached).
     """
 
     name: str
@@ -67,6 +72,7 @@ class MorphologySection:
     swc_type: int
     point_ids: tuple[int, ...]
     logical_connection: tuple[float, float, float] | None = None
+    other_points: tuple[tuple[int, float], ...] = ()
 
     @property
     def neuron_points(self) -> np.ndarray:
@@ -95,6 +101,7 @@ class _Sec:
     iscontour: bool = False
     contour_list: list = field(default_factory=list)  # subsidiary stack contours
     is_subsidiary: bool = False
+    absorbed: list = field(default_factory=list)  # (point id, x) not in pt3d rows
 
 
 def _type_name(t: int) -> str:
@@ -112,11 +119,8 @@ def _type_name(t: int) -> str:
     return f"dend_{t}"
 
 
-def _instantiate(file: str, sections: list[_Sec], types) -> list[MorphologySection]:
-    """`Import3d_GUI.instantiate` (with `chk_valid`) on Import3d's section list.
-
-    `types`: all point/section types the reader saw (their minimum orders names).
-    """
+def _instantiate(file: str, sections: list[_Sec]) -> list[MorphologySection]:
+    """`Import3d_GUI.instantiate` (with `chk_valid`) on Import3d's section list."""
     from ._import3d_contour import contour2centroid, contourstack2centroid
 
     sections = list(sections)
@@ -132,6 +136,9 @@ def _instantiate(file: str, sections: list[_Sec], types) -> list[MorphologySecti
         )
         if drop:
             del sections[i]
+            sec.parent.absorbed += [
+                (pid, sec.parentx) for pid in sec.ids if pid >= 0
+            ] + [(pid, sec.parentx) for pid, _ in sec.absorbed]
             for child in sections[i:]:
                 if child.parent is sec:
                     child.parent = sec.parent
@@ -145,7 +152,6 @@ def _instantiate(file: str, sections: list[_Sec], types) -> list[MorphologySecti
         k = counts.get(sec.type, 0)
         counts[sec.type] = k + 1
         names[id(sec)] = f"{_type_name(sec.type)}[{k}]"
-    del types  # NEURON's `min` type only offsets the count vector
     out = []
     for sec in sections:
         if sec.is_subsidiary:
@@ -154,7 +160,10 @@ def _instantiate(file: str, sections: list[_Sec], types) -> list[MorphologySecti
         xyz = np.asarray(sec.xyz[j:], dtype=np.float64).reshape(-1, 3)
         d = np.asarray(sec.d[j:], dtype=np.float64)
         ids = list(sec.ids[j:])
+        absorbed = list(sec.absorbed)
         if sec.iscontour:
+            for c in [sec] + sec.contour_list:
+                absorbed += [(pid, 0.5) for pid in c.ids if pid >= 0]
             if sec.contour_list:
                 xyz, d = contourstack2centroid(sec)
             else:
@@ -182,6 +191,7 @@ def _instantiate(file: str, sections: list[_Sec], types) -> list[MorphologySecti
                 swc_type=int(sec.type),
                 point_ids=tuple(int(i) for i in ids),
                 logical_connection=logical,
+                other_points=tuple((int(i), float(x)) for i, x in absorbed),
             )
         )
     return out
@@ -193,9 +203,9 @@ def point_sites(
     """Where each file point lies: `{point id: (section name, x)}`.
 
     `x` is the point's arc position along its section's 3-D points, from 0 to 1
-    (NEURON's `arc3d(i) / L`). Points that are not `pt3d` points (the two outer
-    points of NeuroMorpho's three-point soma, a contour soma's outline, sections
-    Import3d drops for having zero length) are absent.
+    (NEURON's `arc3d(i) / L`). File points that are no `pt3d` point are where
+    `MorphologySection.other_points` puts them (a soma outline at the soma's
+    middle, a dropped zero-length section where it attached).
     """
     sites: dict[int, tuple[str, float]] = {}
     for sec in sections:
@@ -206,6 +216,8 @@ def point_sites(
             if pid >= 0:
                 x = float(arc[k] / length) if length > 0 else 0.5
                 sites[pid] = (sec.name, x)
+        for pid, x in sec.other_points:
+            sites[pid] = (sec.name, x)
     return sites
 
 
@@ -236,11 +248,11 @@ def read_morphology(path: str | os.PathLike) -> list[MorphologySection]:
     if suffix == ".swc":
         from ._import3d_swc import read_swc_sections
 
-        sections, types = read_swc_sections(file)
+        sections = read_swc_sections(file)
     elif suffix == ".asc":
         from ._import3d_asc import read_asc_sections
 
-        sections, types = read_asc_sections(file)
+        sections = read_asc_sections(file)
     else:
         raise MorphologyError(
             file,
@@ -248,4 +260,4 @@ def read_morphology(path: str | os.PathLike) -> list[MorphologySection]:
             f"unknown morphology format {suffix or '(no suffix)'!r}; "
             "expected .swc (SWC) or .asc (Neurolucida)",
         )
-    return _instantiate(file, sections, types)
+    return _instantiate(file, sections)

@@ -353,7 +353,7 @@ class _Parser:
 
 
 def read_asc_sections(file: str):
-    """Import3d's section list for a Neurolucida `.asc` file, and the types."""
+    """Import3d's section list for a Neurolucida `.asc` file."""
     try:
         with open(file, errors="replace") as f:
             lines = f.readlines()
@@ -372,4 +372,14 @@ def read_asc_sections(file: str):
     for s in sections:
         s.ids = [rank[i] if i >= 0 else -1 for i in s.ids]
     sections = connect2soma(file, sections)
-    return sections, {s.type for s in sections}
+    somas = [s for s in sections if s.parent is None and not s.is_subsidiary]
+    if len(somas) > 1:
+        lines = ", ".join(str(s.line) for s in somas)
+        raise MorphologyError(
+            file,
+            somas[1].line,
+            f"{len(somas)} separate soma contours (their first points on lines "
+            f"{lines}, x-y boxes not overlapping): Import3d would make "
+            f"{len(somas)} disconnected cells",
+        )
+    return sections

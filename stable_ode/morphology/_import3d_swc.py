@@ -162,7 +162,7 @@ def _three_point_soma(rows, pix, nchild) -> bool:
 
 
 def read_swc_sections(file: str):
-    """Import3d's section list for an SWC file, and the point types."""
+    """Import3d's section list for an SWC file."""
     rows = _parse(file)
     _check(file, rows)
     # check_pid sorts by id when the ids are not increasing in file order (NEURON
@@ -273,4 +273,6 @@ def read_swc_sections(file: str):
             sec.d[0] = sec.d[1]
         if connect2prox[first]:
             sec.parentx = 0.0
-    return sections, set(typ)
+    if soma3geom:  # the two outer points belong to the sphere
+        sections[0].absorbed = [(rows[1][0], 0.5), (rows[2][0], 0.5)]
+    return sections

@@ -185,10 +185,10 @@ def test_point_ids_swc(name, ours, neuron_sections):
     sample = ids if len(ids) < 60 else ids[:: max(1, len(ids) // 150)]
     checked = 0
     for pid in sample:
-        if pid not in sites:
-            continue
         sec_name, x = sites[pid]
         sec = next(s for s in ours[name] if s.name == sec_name)
+        if pid not in sec.point_ids:
+            continue
         k = sec.point_ids.index(pid)
         ref = nrn[sec_name]
         x_, y_, z_, r_ = rows[pid]
@@ -197,11 +197,16 @@ def test_point_ids_swc(name, ours, neuron_sections):
         assert abs(ref["arc"][k] / ref["arc"][-1] - x) <= 1e-6, pid
         checked += 1
     assert checked >= min(len(sample), 10) - 2
-    # every point is a pt3d point, except the ends of NeuroMorpho's 3-point soma
-    # and points of sections Import3d drops as zero length
-    missing = set(ids) - set(sites)
-    allowed = {"i3d_three_point_soma.swc": {2, 3}, "i3d_branching.swc": {21}}
-    assert missing == allowed.get(name, set())
+    # every file point has a site; those that are no pt3d point: the ends of
+    # NeuroMorpho's 3-point soma at its middle, a dropped zero-length section's
+    # points where it attached
+    assert set(sites) == set(ids)
+    others = {pid: (s.name, x) for s in ours[name] for pid, x in s.other_points}
+    expected = {
+        "i3d_three_point_soma.swc": {2: ("soma[0]", 0.5), 3: ("soma[0]", 0.5)},
+        "i3d_branching.swc": {21: ("dend[3]", 1.0)},
+    }
+    assert others == expected.get(name, {})
 
 
 @pytest.mark.neuron
@@ -219,6 +224,8 @@ def test_point_ids_asc(ours, neuron_sections):
     assert len(file_points) == nsoma + sum(
         sum(1 for i in s.point_ids if i >= 0) for s in ours[name][1:]
     )
+    assert set(sites) == set(range(len(file_points)))
+    assert all(sites[pid] == ("soma[0]", 0.5) for pid in range(nsoma))
     nrn = neuron_sections[name]
     for pid in range(nsoma, len(file_points), 97):
         sec_name, x = sites[pid]
@@ -343,6 +350,17 @@ BAD_ASC = [
         "centroid",
     ),
     ("empty", "; nothing\n", None, "no Neurolucida objects"),
+    (
+        "two cells",
+        _CONTOUR
+        + _CONTOUR.replace("(4 0", "(64 0")
+        .replace("(0 4", "(60 4")
+        .replace("(-4 0", "(56 0")
+        .replace("(0 -4", "(60 -4")
+        + _TREE,
+        10,
+        "separate soma contours",
+    ),
 ]
 
 
