@@ -221,6 +221,47 @@ def point_sites(
     return sites
 
 
+def define_shape(sections: list[MorphologySection]) -> list[MorphologySection]:
+    """The sections moved as NEURON's `define_shape()` moves 3-D sections.
+
+    `instantiate` leaves a child whose first point (or logical connection point)
+    is not at its parent's connection point where the file put it; NEURON's
+    `define_shape()` (which shape plots call; `finitialize` does not) translates
+    each child, parents first, so that that point lands at `parent_position` on
+    the straight line from the parent's first to its last 3-D point (not along its
+    arc: a bent parent's middle is off the parent). Lengths, diameters, areas and
+    resistances do not change; only where the cell is drawn. NEURON computes this
+    in 32-bit floats.
+
+    **Returns:** new `MorphologySection`s, points and logical connections shifted.
+    """
+    import dataclasses
+
+    moved: dict[str, MorphologySection] = {}
+    out = []
+    for sec in sections:
+        if sec.parent is not None:
+            parent = moved[sec.parent]
+            # the straight line between the parent's end points (treeset.cpp)
+            a = sec.parent_position
+            target = parent.points[-1, :3] * a + parent.points[0, :3] * (1 - a)
+            anchor = (
+                np.asarray(sec.logical_connection)
+                if sec.logical_connection is not None
+                else sec.points[0, :3]
+            )
+            shift = target - anchor
+            points = sec.points.copy()
+            points[:, :3] += shift
+            logical = sec.logical_connection
+            if logical is not None:
+                logical = tuple(float(v) for v in np.asarray(logical) + shift)
+            sec = dataclasses.replace(sec, points=points, logical_connection=logical)
+        moved[sec.name] = sec
+        out.append(sec)
+    return out
+
+
 def read_morphology(path: str | os.PathLike) -> list[MorphologySection]:
     """Read an SWC (`.swc`) or Neurolucida (`.asc`) file as NEURON's `Import3d` does.
 

@@ -10,7 +10,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from stable_ode.morphology._import3d import point_sites, read_morphology
+from stable_ode.morphology._import3d import define_shape, point_sites, read_morphology
 
 
 DATA = pathlib.Path(__file__).parent.parent / "data" / "morphologies"
@@ -255,6 +255,62 @@ def test_random_asc_as_neuron(tmp_path):
             if sec.parent is not None:
                 assert sec.parent_position == r["x"], (k, sec.name)
             assert np.array_equal(sec.neuron_points.astype(np.float64), r["points"])
+
+
+_SHAPE_SCRIPT = """
+import json, sys
+from neuron import h
+h.load_file("stdlib.hoc")
+h.load_file("import3d.hoc")
+out = {}
+for path in sys.argv[1:]:
+    r = h.Import3d_SWC_read() if path.endswith(".swc") else h.Import3d_Neurolucida3()
+    r.quiet = 1
+    r.input(path)
+    h.Import3d_GUI(r, 0).instantiate(None)
+    h.define_shape()
+    out[path] = {s.name(): [[s.x3d(i), s.y3d(i), s.z3d(i)] for i in range(s.n3d())]
+                 for s in h.allsec()}
+    for s in list(h.allsec()):
+        h.delete_section(sec=s)
+print("JSON" + json.dumps(out))
+"""
+
+
+@pytest.mark.neuron
+def test_define_shape_as_neuron(tmp_path):
+    """`define_shape` moves sections as NEURON's does (run in a fresh NEURON, as
+    `h.define_shape()` acts on every section of the process)."""
+    import json
+    import subprocess
+    import sys
+
+    sorted_swc = tmp_path / "i3d_branching.swc"  # in id order, see above
+    rows = (DATA / "i3d_branching.swc").read_text().splitlines()
+    rows = sorted(
+        (r for r in rows if not r.startswith("#")), key=lambda r: int(r.split()[0])
+    )
+    sorted_swc.write_text("\n".join(rows) + "\n")
+    paths = [str(sorted_swc), str(DATA / "i3d_branched_soma.swc")]
+    paths += [str(DATA / name) for name in ASC]
+    proc = subprocess.run(
+        [sys.executable, "-c", _SHAPE_SCRIPT, *paths],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    ref = json.loads(proc.stdout.split("JSON", 1)[1])
+    moved_any = False
+    for path in paths:
+        sections = read_morphology(path)
+        for before, sec in zip(sections, define_shape(sections)):
+            theirs = np.asarray(ref[path][sec.name])
+            # NEURON translates in float32: a few ulps of the coordinates
+            tol = 4 * float(np.spacing(np.float32(np.abs(theirs).max())))
+            assert np.abs(sec.points[:, :3] - theirs).max() <= tol, (path, sec.name)
+            moved_any |= not np.array_equal(before.points, sec.points)
+    assert moved_any
 
 
 def _swc_rows(path):
