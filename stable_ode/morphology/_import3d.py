@@ -5,9 +5,11 @@ and connections that `Import3d_GUI.instantiate` creates in NEURON (NEURON 9's
 `share/nrn/lib/hoc/import3d/`): its soma conventions, the segment joining the soma to
 each neurite, where each child attaches, how runs of points become sections and how
 they are named. The rules are listed in `docs/morphology-files.md`; the SWC ones live
-in `_import3d_swc.py`, the Neurolucida ones in `_import3d_asc.py`, and the steps common
-to both (`Import3d_GUI.instantiate`: dropping degenerate sections, the soma contour's
-centroid, the one-point sphere, names) here.
+in `_import3d_swc.py`, the Neurolucida ones in `_import3d_asc.py` (tokens in
+`_import3d_asc_lex.py`, the soma contour in `_import3d_contour.py`), and the steps
+common to both (`Import3d_GUI.instantiate`: dropping degenerate sections, the soma
+contour's centroid, the one-point sphere, names) here, with `point_sites` (where
+each file point lies) and `define_shape` (where NEURON draws the sections).
 """
 
 import os
@@ -280,9 +282,10 @@ def read_morphology(path: str | os.PathLike) -> list[MorphologySection]:
     **Raises:** `MorphologyError` (a `ValueError`) naming the file and line for a
     malformed file: unreadable lines, non-positive radius or diameter, duplicate or
     missing parent ids, cycles, parents listed after their children, points not
-    connected to the root, a broken three-point soma, unclosed or unbalanced
-    Neurolucida blocks, a Neurolucida file without a soma contour; and for an
-    unknown suffix.
+    connected to the root, soma points that do not hold the root or are not
+    connected to each other, unclosed or unbalanced Neurolucida blocks, text the
+    Neurolucida grammar does not allow, no soma contour or several separate ones,
+    a soma contour Import3d cannot reduce; and for an unknown suffix.
     """
     file = os.fspath(path)
     suffix = os.path.splitext(file)[1].lower()
