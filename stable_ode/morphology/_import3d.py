@@ -45,8 +45,10 @@ class MorphologySection:
     - `name`: NEURON's name after `instantiate`: `soma[0]`, `axon[0]`, `dend[3]`,
       `apic[12]`; other SWC types `dend_5[0]`, negative ones `minus_1[0]`.
     - `points`: `(k, 4)` float64 array of `x, y, z, diam` (µm), the `pt3dadd`
-      points in order, as Import3d computes them. NEURON receives each value printed
-      with `%.8g` and stores it as a 32-bit float; `neuron_points` gives that.
+      points in order, as Import3d computes them. `instantiate(None)` (or into a
+      hoc object) passes each value printed with `%.8g` and NEURON stores it as a
+      32-bit float: `neuron_points`; `instantiate` into a Python object passes
+      the doubles: `points.astype(np.float32)`.
     - `parent`: the parent section's name, `None` for the root.
     - `parent_position`: where the child's 0 end attaches on the parent (NEURON's
       `connect parent(x)`, `child.parentseg().x`), in `[0, 1]`; 0.0 for the root.

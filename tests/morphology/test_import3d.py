@@ -106,8 +106,9 @@ def test_sections_as_neuron(name, ours, neuron_sections):
 
 def _random_swc(rng: np.random.Generator) -> str:
     """A random small SWC tree: soma of 0-6 points (sometimes NeuroMorpho's
-    three-point sphere), neurites of mixed types branching anywhere, some points
-    repeating their parent's place."""
+    three-point sphere), neurites of mixed types (0 and negative ones too)
+    branching anywhere, some points repeating their parent's place; ids 5, 8, 11,
+    ..."""
     n = int(rng.integers(1, 40))
     nsoma = 0 if rng.random() < 0.15 else min(n, int(rng.choice([1, 1, 2, 3, 3, 4, 6])))
     rows = []
@@ -120,7 +121,7 @@ def _random_swc(rng: np.random.Generator) -> str:
                 parent = i
         else:
             parent = i
-        kind = 1 if i < nsoma else int(rng.choice([2, 3, 3, 4, 7]))
+        kind = 1 if i < nsoma else int(rng.choice([2, 3, 3, 4, 7, 0, -1]))
         if i >= nsoma and parent > nsoma and rng.random() < 0.7:
             kind = rows[parent - 1][1]
         xyz = [round(float(v), 2) for v in rng.uniform(-30, 30, 3)]
@@ -136,6 +137,9 @@ def _random_swc(rng: np.random.Generator) -> str:
         for row in rows[3:]:
             if row[6] in (2, 3):
                 row[6] = 1
+    for row in rows:  # ids with gaps
+        row[0] = 3 * row[0] + 2
+        row[6] = -1 if row[6] < 0 else 3 * row[6] + 2
     return "".join(" ".join(str(v) for v in row) + "\n" for row in rows)
 
 
