@@ -36,7 +36,7 @@ class MorphologyError(ValueError):
         return type(self), (self.file, self.line, self.problem)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # eq=False: `points` is an array
 class MorphologySection:
     """One section as `Import3d` instantiates it in NEURON.
 
@@ -183,6 +183,7 @@ def _instantiate(file: str, sections: list[_Sec]) -> list[MorphologySection]:
             d = np.full(3, d[0])
             ids = [-1, ids[0], -1]
         points = np.column_stack([xyz, d])
+        points.setflags(write=False)
         logical = None
         if sec.first == 1:
             logical = tuple(float(v) for v in sec.xyz[0])
@@ -257,6 +258,7 @@ def define_shape(sections: list[MorphologySection]) -> list[MorphologySection]:
             shift = target - anchor
             points = sec.points.copy()
             points[:, :3] += shift
+            points.setflags(write=False)
             logical = sec.logical_connection
             if logical is not None:
                 logical = tuple(float(v) for v in np.asarray(logical) + shift)
