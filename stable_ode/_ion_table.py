@@ -54,7 +54,10 @@ def _check_use(mech_name: str, k: int, use) -> UseIon:
         raise ValueError(f"{where}: ion name must be an identifier, got {ion!r}")
     readable = {f"e{ion}", f"{ion}i", f"{ion}o", f"i{ion}"}
     writable = {f"i{ion}", f"{ion}i", f"{ion}o"}
-    for what, names, ok in (("read", use.read, readable), ("write", use.write, writable)):
+    for what, names, ok in (
+        ("read", use.read, readable),
+        ("write", use.write, writable),
+    ):
         if isinstance(names, str):
             raise ValueError(f"{where}: {what} must be a tuple of names, got {names!r}")
         for name in names:
@@ -93,7 +96,9 @@ def _check_species(name: str, sp) -> IonSpecies:
             raise InvalidArgument(where, key, f"must be {what}, got {x!r}")
     v = sp.valence
     if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v == 0):
-        raise InvalidArgument(where, "valence", f"must be a non-zero integer, got {v!r}")
+        raise InvalidArgument(
+            where, "valence", f"must be a non-zero integer, got {v!r}"
+        )
     return sp
 
 
@@ -105,7 +110,9 @@ def build_ions(cells, offsets, groups, settings, n: int, dtype) -> tuple[BuiltIo
     settings = dict(settings or {})
     for name, sp in settings.items():
         if not (isinstance(name, str) and name.isidentifier()):
-            raise ValueError(f"build: ions: ion names must be identifiers, got {name!r}")
+            raise ValueError(
+                f"build: ions: ion names must be identifiers, got {name!r}"
+            )
         _check_species(name, sp)
     uses: dict[str, list] = {}
     for g, group in enumerate(groups):
@@ -114,7 +121,9 @@ def build_ions(cells, offsets, groups, settings, n: int, dtype) -> tuple[BuiltIo
         for k, use in enumerate(getattr(mech, "ions", ())):
             uses.setdefault(_check_use(mname, k, use).ion, []).append((g, mname, use))
     cell_settings = [
-        (cell, m, st) for cell in cells for m, st in enumerate(getattr(cell, "ions", ()))
+        (cell, m, st)
+        for cell in cells
+        for m, st in enumerate(getattr(cell, "ions", ()))
     ]
     names = list(uses)
     for name in list(settings) + [st.ion for _, _, st in cell_settings]:
@@ -145,12 +154,14 @@ def build_ions(cells, offsets, groups, settings, n: int, dtype) -> tuple[BuiltIo
         outside = np.full(n, sp.outside if sp.outside is not None else co0)
         reversal = np.full(n, sp.reversal if sp.reversal is not None else e0)
         fixed = np.full(n, sp.reversal is not None)
-        for cell, m, st in cell_settings:
+        for cell, _m, st in cell_settings:
             if st.ion != name:
                 continue
-            secs = st.sections if st.sections is not None else [
-                s.name for s in cell.sections
-            ]
+            secs = (
+                st.sections
+                if st.sections is not None
+                else [s.name for s in cell.sections]
+            )
             for s in secs:
                 a = offsets[cell.name][s]
                 b = a + cell.section(s).n_compartments
@@ -204,7 +215,9 @@ def build_ions(cells, offsets, groups, settings, n: int, dtype) -> tuple[BuiltIo
     writes_current = {g for ion in out for g in ion.current_groups}
     for g, group in enumerate(groups):
         mech = group.mechanism
-        reads = [f"i{u.ion}" for u in getattr(mech, "ions", ()) if f"i{u.ion}" in u.read]
+        reads = [
+            f"i{u.ion}" for u in getattr(mech, "ions", ()) if f"i{u.ion}" in u.read
+        ]
         if g in writes_current and reads:
             raise ValueError(
                 f"mechanism {type(mech).__name__} writes an ion current and reads "

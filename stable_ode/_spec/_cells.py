@@ -13,8 +13,8 @@ from typing import Any
 from .._errors import InvalidArgument
 from ..morphology import Cell, Insert, load_swc, Section
 from ..morphology._discretise import half_conductance, section_area
-from ._reader import key, one_line, Reader, suggest
 from ._ions import read_cell_ions
+from ._reader import key, one_line, Reader, suggest
 from ._registry import mechanism_parameters, REGISTRY
 
 

@@ -49,7 +49,8 @@ def read_cell_ions(r: Reader, raw, where: str) -> list[IonSetting]:
         if "sections" in entry:
             sw = key(w, "sections")
             sections = tuple(
-                r.string(s, f"{sw}[{k}]") for k, s in enumerate(r.seq(entry["sections"], sw))
+                r.string(s, f"{sw}[{k}]")
+                for k, s in enumerate(r.seq(entry["sections"], sw))
             )
         out.append(IonSetting(name, sections, **_values(r, entry, w)))
     return out
@@ -68,7 +69,9 @@ def check_variables(r: Reader, record, cells, ions: dict) -> None:
         if var == "v" or ion_variable(var, names):
             continue
         choices = ["v"] + [
-            f"{p}{n}{s}" for n in sorted(names) for p, s in (("", "i"), ("", "o"), ("e", ""), ("i", ""))
+            f"{p}{n}{s}"
+            for n in sorted(names)
+            for p, s in (("", "i"), ("", "o"), ("e", ""), ("i", ""))
         ]
         r.fail(
             f"record[{i}].variable",

@@ -20,6 +20,7 @@ from .._model import Recording
 from .._stimulus import StepCurrent, TraceCurrent
 from ..morphology import Cell
 from ._cells import CellReader, SwcSource
+from ._ions import check_variables, read_ions
 from ._reader import describe, key, LIMITS, Limits, Reader, suggest
 from ._registry import (
     check_solver,
@@ -27,7 +28,6 @@ from ._registry import (
     CONTROLLER_OPTIONAL,
     resolve_solver,
 )
-from ._ions import check_variables, read_ions
 from ._sites import read_record, read_stimulus, read_synapses, Sites, SynapseSpec
 
 

@@ -11,8 +11,8 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._model import MembraneModel, State
-from ..mechanisms._ions import ion_variable
 from .._results import RESULTS
+from ..mechanisms._ions import ion_variable
 
 
 class Recorder(eqx.Module):

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 import stable_ode as so
 
+
 # NEURON's units library values (nrnunits.lib, SI 2019): elementary charge (C)
 # and Boltzmann's constant (J/K), as `cachan1.mod`'s `e` and `k`.
 E_CHARGE = 1.602176634e-19

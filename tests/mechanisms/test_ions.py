@@ -19,7 +19,9 @@ ION_VARS = ("v", "cai", "cao", "ica", "eca")
 
 
 def _model(mechs, *, dtype=np.float64, amp=0.3, recs=ION_VARS, n=1, **kw):
-    cell = so.Cell("c", [so.Section("soma", 20.0, 20.0, n)], [so.Insert(m) for m in mechs])
+    cell = so.Cell(
+        "c", [so.Section("soma", 20.0, 20.0, n)], [so.Insert(m) for m in mechs]
+    )
     return so.build(
         [cell],
         [so.StepCurrent(SITE, amp, 1.0, 8.0)],
@@ -52,8 +54,14 @@ def test_ghk_finite_and_smooth(dtype):
         return so.ghk(v, ci, co, 2, 6.3)
 
     grad = jax.grad(f, argnums=(0, 1, 2))
-    for v, ci, co in [(0.0, 1e-4, 2.0), (0.0, 0.0, 2.0), (30.0, 0.0, 0.0),
-                      (-2000.0, 1e-4, 2.0), (500.0, 1e-4, 0.0), (1e-7, 1e-4, 2.0)]:
+    for v, ci, co in [
+        (0.0, 1e-4, 2.0),
+        (0.0, 0.0, 2.0),
+        (30.0, 0.0, 0.0),
+        (-2000.0, 1e-4, 2.0),
+        (500.0, 1e-4, 0.0),
+        (1e-7, 1e-4, 2.0),
+    ]:
         args = [jnp.asarray(x, dtype) for x in (v, ci, co)]
         assert np.isfinite(float(f(*args)))
         assert all(np.isfinite(float(g)) for g in grad(*args))
@@ -63,8 +71,11 @@ def test_ghk_finite_and_smooth(dtype):
     for v in (-40.0, 25.0):
         u = 2 * v / ktf
         ref = 1e-3 * 2 * so.FARADAY * (ci * (-u) / np.expm1(-u) - co * u / np.expm1(u))
-        np.testing.assert_allclose(float(f(jnp.asarray(v, dtype), ci, co)), ref,
-                                   rtol=1e-5 if dtype == jnp.float32 else 1e-12)
+        np.testing.assert_allclose(
+            float(f(jnp.asarray(v, dtype), ci, co)),
+            ref,
+            rtol=1e-5 if dtype == jnp.float32 else 1e-12,
+        )
     at0 = float(f(jnp.asarray(0.0, dtype), ci, co))
     near = float(f(jnp.asarray(1e-3, dtype), ci, co))
     np.testing.assert_allclose(at0, 1e-3 * 2 * so.FARADAY * (ci - co), rtol=1e-6)
@@ -99,7 +110,10 @@ def test_reversal_rules():
 def test_settings_and_section_overrides():
     cell = so.Cell(
         "c",
-        [so.Section("soma", 20.0, 20.0), so.Section("dend", 50.0, 2.0, 2, parent="soma")],
+        [
+            so.Section("soma", 20.0, 20.0),
+            so.Section("dend", 50.0, 2.0, 2, parent="soma"),
+        ],
         [so.Insert(so.HH()), so.Insert(CaChan1(imax=0.01))],
         ions=[so.IonSetting("ca", ["dend"], outside=4.0)],
     )
@@ -113,8 +127,9 @@ def test_settings_and_section_overrides():
     r = so.simulate(m, 0.05, 0.025).recordings
     assert float(r["cao_soma"][0]) == 2.0 and float(r["cao_dend"][0]) == 4.0
     assert float(r["cai_soma"][0]) == 1e-4
-    np.testing.assert_allclose(float(r["eca_dend"][0]),
-                               float(so.nernst(1e-4, 4.0, 2, 6.3)), rtol=1e-13)
+    np.testing.assert_allclose(
+        float(r["eca_dend"][0]), float(so.nernst(1e-4, 4.0, 2, 6.3)), rtol=1e-13
+    )
 
 
 class _KPump(so.AbstractMechanism):
@@ -151,8 +166,9 @@ def test_ion_currents_are_summed_over_mechanisms():
     class _KPump2(_KPump):
         pass
 
-    m = _model([_KPump(i=1e-3), _KPump2(i=2e-3), _KReader()], recs=("ik", "ek"),
-               amp=0.0)
+    m = _model(
+        [_KPump(i=1e-3), _KPump2(i=2e-3), _KReader()], recs=("ik", "ek"), amp=0.0
+    )
     sim = so.simulate(m, 1.0, 0.025)
     np.testing.assert_allclose(np.asarray(sim.recordings["ik"]), 3e-3, rtol=1e-14)
     np.testing.assert_array_equal(np.asarray(sim.recordings["ek"]), -77.0)
@@ -176,6 +192,7 @@ def _undeclared_current():
     class C(CaChan1):
         def current(self, v, states, env):
             return {"na": super().current(v, states, env)["ca"]}
+
     return C()
 
 
@@ -185,12 +202,14 @@ def _no_valence():
 
         def current(self, v, states, env):
             return jnp.zeros_like(v)
+
     return X()
 
 
 def _writes_e():
     class E(CaChan1):
         ions: ClassVar = (so.UseIon("ca", write=("eca",)),)
+
     return E()
 
 
@@ -201,6 +220,7 @@ def _pool_without_state():
 
         def kinetics(self, v, states, env):
             return {"c": so.Relaxation(inf=jnp.zeros_like(v), rate=jnp.ones_like(v))}
+
     return P()
 
 
@@ -243,8 +263,11 @@ def test_cell_ion_setting_errors():
 def test_concentration_stays_positive_float32_large_influx():
     """A 100-fold calcium influx (imax × 100) with a fast-removing pool, float32:
     cai never negative nor non-finite, and it rises."""
-    m = _model([so.HH(), CaChan1(imax=1.0), CaPool(decay=0.5, cainf=0.0)],
-               dtype=np.float32, recs=("cai", "v"))
+    m = _model(
+        [so.HH(), CaChan1(imax=1.0), CaPool(decay=0.5, cainf=0.0)],
+        dtype=np.float32,
+        recs=("cai", "v"),
+    )
     sim = so.simulate(m, 10.0, 0.025)
     cai = np.asarray(sim.recordings["cai"])
     assert np.all(np.isfinite(cai)) and np.all(cai >= 0.0)

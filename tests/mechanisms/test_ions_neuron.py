@@ -29,10 +29,10 @@ import subprocess
 
 import numpy as np
 import pytest
+from ion_mechanisms import CaChan1, CaPool, CAPOOL_MOD
 
 import stable_ode as so
 
-from ion_mechanisms import CaChan1, CAPOOL_MOD, CaPool
 
 DT = 0.025
 T1 = 40.0
@@ -42,7 +42,11 @@ def _release_dir() -> pathlib.Path:
     import neuron
 
     return (
-        pathlib.Path(neuron.__file__).parent / ".data" / "share" / "nrn" / "demo"
+        pathlib.Path(neuron.__file__).parent
+        / ".data"
+        / "share"
+        / "nrn"
+        / "demo"
         / "release"
     )
 

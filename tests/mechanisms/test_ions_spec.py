@@ -8,6 +8,7 @@ import pytest
 
 import stable_ode as so
 
+
 BASE = {
     "format": "stable_ode.model/1",
     "t_stop": 0.1,
