@@ -284,21 +284,27 @@ def test_concentration_stays_positive_float32_large_influx():
 
 
 def test_gradient_wrt_pool_parameter_matches_finite_differences():
+    """d(loss)/d(decay) of the pool (through the states) and d(loss)/d(imax) of
+    the channel (also directly through the recorded ica), against central
+    differences, float64."""
     model = _model([so.HH(), CaChan1(imax=0.01), CaPool()], recs=("cai", "ica"))
 
-    def loss(decay):
+    def loss(decay, imax):
         m = eqx.tree_at(
-            lambda m: m.mechanisms[2].mechanism.decay, model, jnp.full((1,), decay)
+            lambda m: (m.mechanisms[2].mechanism.decay, m.mechanisms[1].mechanism.imax),
+            model,
+            (jnp.full((1,), decay), jnp.full((1,), imax)),
         )
         r = so.simulate(m, 6.0, 0.025).recordings
         return jnp.mean(r["cai"]) * 1e4 + jnp.mean(r["ica"]) * 1e3
 
-    d = 40.0
-    g = jax.grad(loss)(d)
-    h = 1e-3
-    fd = (loss(d + h) - loss(d - h)) / (2 * h)
-    np.testing.assert_allclose(float(g), float(fd), rtol=1e-5)
-    assert float(g) != 0.0
+    d, i = 40.0, 0.01
+    g = jax.grad(loss, argnums=(0, 1))(d, i)
+    fd_d = (loss(d + 1e-3, i) - loss(d - 1e-3, i)) / 2e-3
+    fd_i = (loss(d, i + 1e-6) - loss(d, i - 1e-6)) / 2e-6
+    np.testing.assert_allclose(float(g[0]), float(fd_d), rtol=1e-5)
+    np.testing.assert_allclose(float(g[1]), float(fd_i), rtol=1e-5)
+    assert float(g[0]) != 0.0 and float(g[1]) != 0.0
 
 
 def test_non_ion_model_has_no_ions():
