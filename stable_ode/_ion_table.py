@@ -14,6 +14,7 @@ from jaxtyping import Array, Float, Int
 from ._errors import InvalidArgument
 from .mechanisms._ions import (
     ion_defaults,
+    ion_variable,
     IonSpecies,
     IonView,
     KNOWN_VALENCE,
@@ -298,4 +299,23 @@ def reads_current(model) -> bool:
         f"i{u.ion}" in u.read
         for group in model.mechanisms
         for u in group.mechanism.ions
+    )
+
+
+def check_variable(rec, ion_table) -> str:
+    """`rec.variable` if the model can record it, else a `ValueError` naming the
+    recording."""
+    var = rec.variable
+    if var == "v" or ion_variable(var, [ion.name for ion in ion_table]):
+        return var
+    ions = sorted(ion.name for ion in ion_table)
+    hint = (
+        f"an ion variable of this model's ions {ions} (e.g. 'ca' -> 'cai', 'cao', "
+        "'eca', 'ica')"
+        if ions
+        else "no ion variable: this model has no ions"
+    )
+    raise ValueError(
+        f"recording {rec.name!r}: cannot record variable {var!r}: 'v' or {hint}; "
+        "mechanism states and RANGE variables (e.g. 'm_hh') are not supported yet"
     )

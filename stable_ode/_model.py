@@ -21,6 +21,7 @@ from ._group import AbstractStateGroup, MechanismGroup
 from ._ion_table import (
     build_ions,
     BuiltIon,
+    check_variable,
     concentration_views,
     current_views,
     reads_current,
@@ -29,7 +30,7 @@ from ._network import build_connections, cast_params, Connections, SynapseGroup
 from ._state import group_states, State
 from ._stimulus import build_stimuli, Site, StepCurrent, Stimuli, TraceCurrent
 from .mechanisms import AbstractKinetics, IonView
-from .mechanisms._ions import ion_variable, IonSpecies
+from .mechanisms._ions import IonSpecies
 from .morphology._cell import Cell, Section
 from .morphology._coupling import (
     AbstractCoupling,
@@ -360,7 +361,7 @@ def build(
     if dup:
         raise ValueError(f"duplicate recording names {sorted(dup)}")
     ion_table = build_ions(cells, offsets, groups, ions, n, dtype)
-    variables = tuple(_check_variable(r, ion_table) for r in recordings)
+    variables = tuple(check_variable(r, ion_table) for r in recordings)
     layout = Layout(
         compartments=tuple(infos),
         recordings=tuple((r.name, index_of(r.site)) for r in recordings),
@@ -383,22 +384,3 @@ def build(
     )
     check_shapes(model)
     return model
-
-
-def _check_variable(rec: Recording, ion_table) -> str:
-    """`rec.variable` if the model can record it, else a `ValueError` naming the
-    recording."""
-    var = rec.variable
-    if var == "v" or ion_variable(var, [ion.name for ion in ion_table]):
-        return var
-    ions = sorted(ion.name for ion in ion_table)
-    hint = (
-        f"an ion variable of this model's ions {ions} (e.g. 'ca' -> 'cai', 'cao', "
-        "'eca', 'ica')"
-        if ions
-        else "no ion variable: this model has no ions"
-    )
-    raise ValueError(
-        f"recording {rec.name!r}: cannot record variable {var!r}: 'v' or {hint}; "
-        "mechanism states and RANGE variables (e.g. 'm_hh') are not supported yet"
-    )
