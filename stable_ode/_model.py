@@ -118,15 +118,27 @@ class MembraneModel(eqx.Module):
         return self.mechanisms + self.synapses
 
     def kinetics(
-        self, v: Float[Array, " ncomp"], states: tuple[dict[str, Array], ...] | dict
+        self,
+        v: Float[Array, " ncomp"],
+        states: tuple[dict[str, Array], ...] | dict,
+        current_v: Float[Array, " ncomp"] | None = None,
     ) -> tuple[dict[str, AbstractKinetics], ...] | dict:
         """Every group's kinetics at voltages `v` (mV) and group states `states`
-        (`State.groups`), as a tuple in the same order."""
+        (`State.groups`), as a tuple in the same order.
+
+        The ion currents that mechanisms read (`IonView.current`, NEURON's
+        `ica` seen by a calcium pool) are evaluated at `current_v` (default
+        `v`): `BackwardEuler` passes the step's initial voltage, as NEURON
+        updates states with the currents of the start of its step."""
         if not self.ions:
             return group_states(
                 g.kinetics(self, v, x) for g, x in zip(self.groups, states)
             )
-        views = self.ion_views(v, states, currents=reads_current(self))
+        views = self.ion_views(
+            v if current_v is None else current_v,
+            states,
+            currents=reads_current(self),
+        )
         return group_states(
             g.kinetics(self, v, x, views) if _ionic(g) else g.kinetics(self, v, x)
             for g, x in zip(self.groups, states)
