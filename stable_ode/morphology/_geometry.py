@@ -198,15 +198,26 @@ def points_problem(points: Sequence, has_parent: bool):
     points, else `None`: fewer than two, a non-finite or negative value, a zero
     diameter inside the section (it would cut the axial path: infinite
     resistance), a zero first diameter on a section with a parent (it would cut
-    it from its parent), or points that all coincide (zero length)."""
+    it from its parent), every diameter zero, or points that all coincide (zero
+    length)."""
     if len(points) < 2:
         return "points", f"needs at least 2 points (x, y, z, diam), got {len(points)}"
     last = len(points) - 1
+    with np.errstate(over="ignore"):  # beyond single precision: checked below
+        single = np.asarray(points, np.float32).tolist()  # as NEURON stores them
     for i, (x, y, z, d) in enumerate(points):
         if not all(math.isfinite(c) for c in (x, y, z, d)):
             return f"points[{i}]", f"must be finite, got {(x, y, z, d)!r}"
         if d < 0:
             return f"points[{i}]", f"diameter must be >= 0 µm, got {d!r}"
+        if not all(math.isfinite(c) for c in single[i]) or (single[i][3] == 0) != (
+            d == 0
+        ):
+            return f"points[{i}]", (
+                f"{(x, y, z, d)!r} is not representable in single precision, in "
+                "which NEURON stores 3-D points and the geometry is computed "
+                "(|value| <= 3.4e38 µm, a diameter > 0 at least 1.4e-45 µm)"
+            )
         if d == 0 and (0 < i < last or (i == 0 and has_parent)):
             where = (
                 "at the 0 end of a section with a parent (it would cut the section "
@@ -219,6 +230,8 @@ def points_problem(points: Sequence, has_parent: bool):
                 f"points[{i}]",
                 f"diameter 0 {where}; only an end point may have zero diameter",
             )
+    if all(p[3] == 0 for p in points):
+        return "points", "every diameter is 0: the section has no membrane"
     length, _ = length_and_diameter(points)
     if not length > 0:
         return "points", "all points coincide: the section has zero length"
