@@ -138,7 +138,7 @@ class Section(eqx.Module):
                 owner, "parent_position", f"must be in [0, 1], got {x!r}"
             )
         if self.points is not None:
-            problem = _points_geometry_problem(self.points, int(n))
+            problem = _geometry.geometry_problem(self.points, int(n))
             if problem is not None:
                 raise InvalidArgument(owner, "points", problem)
         elif concrete_number(self.length) and concrete_number(self.diameter):
@@ -147,61 +147,6 @@ class Section(eqx.Module):
             )
             if problem is not None:
                 raise InvalidArgument(owner, problem[0], problem[1])
-
-
-def _points_geometry_problem(points, n: int) -> str | None:
-    """What is wrong if a compartment's area (cm²) or a half's axial resistance
-    per unit `Ra` is not a finite, normal, non-zero float64; else `None`."""
-    tiny, huge = sys.float_info.min, sys.float_info.max
-    geo = _geometry.points_geometry(points, n)
-    for k, a in enumerate(geo.area * 1e-8):
-        if not (tiny <= a <= huge):
-            return (
-                f"compartment {k} of {n} has an area of {a:g} cm², not a finite "
-                "non-zero number"
-            )
-    for r in _geometry.connecting_halves(points, n) * _geometry.R_SCALE:
-        if not (tiny <= r <= huge and 1 / r >= tiny):
-            return (
-                f"a half compartment has an axial resistance of {r:g} Ω per Ω·cm "
-                f"(with {n} compartments), not a finite non-zero number"
-            )
-    return None
-
-
-def _resistances_per_ra(s: Section) -> list[float]:
-    """The extreme half-compartment axial resistances of `s` per unit `Ra`, Ω per
-    Ω·cm (the one value of a cylinder)."""
-    if s.points is not None:
-        n = int(s.n_compartments)
-        r = _geometry.connecting_halves(s.points, n) * _geometry.R_SCALE
-        return [float(r.min()), float(r.max())]
-    return [
-        axial_resistance_per_ra(
-            float(s.length), float(s.diameter), int(s.n_compartments)
-        )
-    ]
-
-
-def _pinched_attachment(cell: "Cell"):
-    """`(i, problem)` for the first section attached at an end of zero diameter
-    (NEURON would join it through a ~1e15 MΩ resistance); else `None`."""
-    for i, s in enumerate(cell.sections):
-        if s.parent is None or s.parent not in cell._positions:
-            continue
-        p, x = cell.section(s.parent), s.parent_position
-        seen = 0
-        while x == 0.0 and p.parent is not None and seen < len(cell.sections):
-            p, x, seen = cell.section(p.parent), p.parent_position, seen + 1
-        if p.points is None or x not in (0.0, 1.0):
-            continue
-        if p.points[0 if x == 0.0 else -1][3] == 0.0:
-            end = "0" if x == 0.0 else "1"
-            return i, (
-                f"attaches to the {end} end of {p.name!r}, whose diameter there is "
-                "0 (an infinite axial resistance)"
-            )
-    return None
 
 
 def axial_resistance_per_ra(length: float, diameter: float, n: int) -> float:
@@ -232,6 +177,15 @@ def _geometry_problem(length: float, diameter: float, n: int):
             f"number"
         )
     return None
+
+
+def _resistances_per_ra(s: Section) -> list[float]:
+    """The extreme half-compartment axial resistances of `s` per unit `Ra`, Ω per
+    Ω·cm (the one value of a cylinder)."""
+    if s.points is not None:
+        return _geometry.resistance_range_per_ra(s.points, int(s.n_compartments))
+    n = int(s.n_compartments)
+    return [axial_resistance_per_ra(float(s.length), float(s.diameter), n)]
 
 
 class Insert(eqx.Module):
@@ -392,7 +346,7 @@ class Cell(eqx.Module):
                 f"a cell needs exactly one root section (one without 'parent'), "
                 f"found {len(roots)}: {_listing(roots)}",
             )
-        pinched = _pinched_attachment(self)
+        pinched = _geometry.pinched_attachment(self)
         if pinched is not None:
             raise InvalidArgument(owner, f"sections[{pinched[0]}].parent", pinched[1])
         for m, ins in enumerate(self.mechanisms):

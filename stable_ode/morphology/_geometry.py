@@ -31,6 +31,7 @@ half of the last one to the section's 1-end node (NEURON's zero-area node at
 
 import functools
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -104,7 +105,8 @@ def _arc_and_diameters(points) -> tuple[np.ndarray, np.ndarray]:
     taken in single precision, the rest in double."""
     p = np.asarray(points, np.float32)
     step = np.diff(p[:, :3], axis=0).astype(np.float64)  # float32 differences
-    seg = np.sqrt(step[:, 0] * step[:, 0] + step[:, 1] * step[:, 1] + step[:, 2] ** 2)
+    x, y, z = step[:, 0], step[:, 1], step[:, 2]
+    seg = np.sqrt(x * x + y * y + z * z)
     arc = np.concatenate([[0.0], np.cumsum(seg)])
     return arc, np.abs(p[:, 3]).astype(np.float64)
 
@@ -158,14 +160,11 @@ def points_geometry(points: tuple, n: int) -> PointsGeometry:
             start = end
         area[k] = a * 0.5 * math.pi
         mean[k] = d_integral * 0.5 / ds
-    return PointsGeometry(
-        arc=arc,
-        length=arc_list[-1],
-        area=np.asarray(area),
-        diam=np.asarray(mean),
-        r_left=np.asarray(halves[0]),
-        r_right=np.asarray(halves[1]),
-    )
+    arrays = [arc, np.asarray(area), np.asarray(mean), *map(np.asarray, halves)]
+    for a in arrays:  # shared through the cache
+        a.setflags(write=False)
+    arc, area_, mean_, left, right = arrays
+    return PointsGeometry(arc, arc_list[-1], area_, mean_, left, right)
 
 
 def connecting_halves(points: tuple, n: int) -> np.ndarray:
@@ -235,6 +234,52 @@ def points_problem(points: Sequence, has_parent: bool):
     length, _ = length_and_diameter(points)
     if not length > 0:
         return "points", "all points coincide: the section has zero length"
+    return None
+
+
+def geometry_problem(points: tuple, n: int) -> str | None:
+    """What is wrong if a compartment's area (cm²) or a half's axial resistance
+    per unit `Ra` is not a finite, normal, non-zero float64; else `None`."""
+    tiny, huge = sys.float_info.min, sys.float_info.max
+    for k, a in enumerate(points_geometry(points, n).area * 1e-8):
+        if not (tiny <= a <= huge):
+            return (
+                f"compartment {k} of {n} has an area of {a:g} cm², not a finite "
+                "non-zero number"
+            )
+    for r in connecting_halves(points, n) * R_SCALE:
+        if not (tiny <= r <= huge and 1 / r >= tiny):
+            return (
+                f"a half compartment has an axial resistance of {r:g} Ω per Ω·cm "
+                f"(with {n} compartments), not a finite non-zero number"
+            )
+    return None
+
+
+def resistance_range_per_ra(points: tuple, n: int) -> list[float]:
+    """The smallest and largest half-compartment axial resistance per unit `Ra`
+    (Ω per Ω·cm) through which current can flow."""
+    r = connecting_halves(points, n) * R_SCALE
+    return [float(r.min()), float(r.max())]
+
+
+def pinched_attachment(cell):
+    """`(i, problem)` for the first section of `cell` attached at an end of zero
+    diameter (NEURON would join it through its ~1e15 MΩ guard); else `None`."""
+    for i, s in enumerate(cell.sections):
+        if s.parent is None:
+            continue
+        p, x = cell.section(s.parent), s.parent_position
+        for _ in cell.sections:  # a 0 end is the node its section hangs from
+            if x != 0.0 or p.parent is None:
+                break
+            p, x = cell.section(p.parent), p.parent_position
+        if p.points is not None and x in (0.0, 1.0):
+            if p.points[0 if x == 0.0 else -1][3] == 0.0:
+                return i, (
+                    f"attaches to the {int(x)} end of {p.name!r}, whose diameter "
+                    "there is 0 (an infinite axial resistance)"
+                )
     return None
 
 
