@@ -55,15 +55,15 @@ class Section(eqx.Module):
       diameter varies linearly along the arc between consecutive points, and
       each compartment's membrane area (slant included) and the axial
       resistances of its two halves are integrated over the frusta it spans,
-      exactly as NEURON's `area()` and `ri()` (`stable_ode.morphology._geometry`
-      has the details). Only an end point may have zero diameter, and the 0 end
-      only on the root section: a zero diameter elsewhere would cut the axial
-      path. The section's `length` is then its arc length (NEURON's `L`) and its
-      `diameter` the mean diameter over its arc length (the mean of NEURON's
-      `seg.diam` over its compartments); both are computed, not given. As in
-      NEURON, which stores 3-D points in single precision, the geometry is
-      computed from the points rounded to float32 (`points` keeps the values
-      given).
+      exactly as NEURON's `area()` and `ri()` (the morphology guide, "Sections
+      from 3-D points", has the details). Only an end point may have zero
+      diameter, and the 0 end only on the root section: a zero diameter
+      elsewhere would cut the axial path. The section's `length` is then its
+      arc length (NEURON's `L`) and its `diameter` the mean diameter over its
+      arc length (the mean of NEURON's `seg.diam` over its compartments); both
+      are computed, not given. As in NEURON, which stores 3-D points in single
+      precision, the geometry is computed from the points rounded to float32
+      (`points` keeps the values given).
 
     **Raises:** `InvalidArgument` (a `ValueError`) naming the argument (for a bad
     point `points[i]`) if a value is out of range, or if the geometry is too
@@ -98,11 +98,11 @@ class Section(eqx.Module):
         self.parent_position = parent_position
         owner = f"Section {name!r}"
         if points is None:
-            for argument, value in (("length", length), ("diameter", diameter)):
-                if value is None:
-                    raise InvalidArgument(
-                        owner, argument, "is required (or give 3-D points=...)"
-                    )
+            missing = "is required (or give 3-D points=...)"
+            if length is None:
+                raise InvalidArgument(owner, "length", missing)
+            if diameter is None:
+                raise InvalidArgument(owner, "diameter", missing)
             self.length, self.diameter, self.points = length, diameter, None
             return
         if length is not None or diameter is not None:

@@ -83,8 +83,14 @@ def as_points(points) -> tuple[tuple[float, float, float, float], ...]:
     **Raises:** `ValueError` with the index of the first entry that is not four
     real numbers.
     """
+    try:
+        rows = list(points)
+    except TypeError:
+        raise ValueError(
+            f"points: must be a sequence of (x, y, z, diam), got {points!r}"
+        ) from None
     out = []
-    for i, p in enumerate(points):
+    for i, p in enumerate(rows):
         try:
             row = tuple(float(c) for c in p)
         except (TypeError, ValueError):

@@ -15,6 +15,7 @@ CONE = [(0.0, 0.0, 0.0, 4.0), (0.0, 40.0, 30.0, 1.0)]
     "kwargs, argument, words",
     [
         ({"points": [(0, 0, 0, 1)]}, "points", "at least 2"),
+        ({"points": 5.0}, "points", "a sequence"),
         ({"points": [(0, 0, 0, 1), (1, 0, 0)]}, "points[1]", "four numbers"),
         ({"points": [(0, 0, 0, 1), (1, "a", 0, 1)]}, "points[1]", "four numbers"),
         ({"points": [(0, 0, 0, 1), (1, math.nan, 0, 1)]}, "points[1]", "finite"),
