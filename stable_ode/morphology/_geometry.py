@@ -77,8 +77,23 @@ class PointsGeometry:
     r_right: np.ndarray
 
 
-def as_points(points) -> tuple[tuple[float, float, float, float], ...]:
-    """`points` as a tuple of `(x, y, z, diam)` tuples of Python floats.
+class Points(tuple):
+    """A section's 3-D points: a tuple of `(x, y, z, diam)` tuples of floats, µm.
+
+    Not a namedtuple, so JAX and equinox see it as one leaf (a static field of
+    `Section` that their tree walks do not enter), and its hash is computed once
+    (it keys the geometry caches).
+    """
+
+    def __hash__(self):
+        h = self.__dict__.get("hash")
+        if h is None:
+            h = self.__dict__["hash"] = tuple.__hash__(self)
+        return h
+
+
+def as_points(points) -> Points:
+    """`points` as `Points`: a tuple of `(x, y, z, diam)` tuples of Python floats.
 
     **Raises:** `ValueError` with the index of the first entry that is not four
     real numbers.
@@ -102,10 +117,11 @@ def as_points(points) -> tuple[tuple[float, float, float, float], ...]:
                 f"points[{i}]: must be four numbers (x, y, z, diam), got {len(row)}"
             )
         out.append(row)
-    return tuple(out)
+    return Points(out)
 
 
-def _arc_and_diameters(points) -> tuple[np.ndarray, np.ndarray]:
+@functools.lru_cache(maxsize=1024)
+def _arc_and_diameters(points: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Arc length of each point and its diameter, µm, as NEURON stores and sums
     them: single-precision coordinates and diameters, each coordinate difference
     taken in single precision, the rest in double."""
@@ -114,7 +130,10 @@ def _arc_and_diameters(points) -> tuple[np.ndarray, np.ndarray]:
     x, y, z = step[:, 0], step[:, 1], step[:, 2]
     seg = np.sqrt(x * x + y * y + z * z)
     arc = np.concatenate([[0.0], np.cumsum(seg)])
-    return arc, np.abs(p[:, 3]).astype(np.float64)
+    diam = np.abs(p[:, 3]).astype(np.float64)
+    arc.setflags(write=False)  # shared through the cache
+    diam.setflags(write=False)
+    return arc, diam
 
 
 @functools.lru_cache(maxsize=1024)
@@ -166,10 +185,10 @@ def points_geometry(points: tuple, n: int) -> PointsGeometry:
             start = end
         area[k] = a * 0.5 * math.pi
         mean[k] = d_integral * 0.5 / ds
-    arrays = [arc, np.asarray(area), np.asarray(mean), *map(np.asarray, halves)]
+    arrays = [np.asarray(area), np.asarray(mean), *map(np.asarray, halves)]
     for a in arrays:  # shared through the cache
         a.setflags(write=False)
-    arc, area_, mean_, left, right = arrays
+    area_, mean_, left, right = arrays
     return PointsGeometry(arc, arc_list[-1], area_, mean_, left, right)
 
 
@@ -208,16 +227,19 @@ def points_problem(points: Sequence, has_parent: bool):
     if len(points) < 2:
         return "points", f"needs at least 2 points (x, y, z, diam), got {len(points)}"
     last = len(points) - 1
+    values = np.asarray(points, np.float64)
     with np.errstate(over="ignore"):  # beyond single precision: checked below
-        single = np.asarray(points, np.float32).tolist()  # as NEURON stores them
+        single = values.astype(np.float32)  # as NEURON stores them
+    bad = ~np.isfinite(single).all(axis=1) | (values[:, 3] <= 0)
+    bad |= (single[:, 3] == 0) != (values[:, 3] == 0)
+    if not bad.any():  # the common case, without a loop over the points
+        return _length_problem(points)
     for i, (x, y, z, d) in enumerate(points):
         if not all(math.isfinite(c) for c in (x, y, z, d)):
             return f"points[{i}]", f"must be finite, got {(x, y, z, d)!r}"
         if d < 0:
             return f"points[{i}]", f"diameter must be >= 0 µm, got {d!r}"
-        if not all(math.isfinite(c) for c in single[i]) or (single[i][3] == 0) != (
-            d == 0
-        ):
+        if not np.isfinite(single[i]).all() or (single[i, 3] == 0) != (d == 0):
             return f"points[{i}]", (
                 f"{(x, y, z, d)!r} is not representable in single precision, in "
                 "which NEURON stores 3-D points and the geometry is computed "
@@ -235,10 +257,14 @@ def points_problem(points: Sequence, has_parent: bool):
                 f"points[{i}]",
                 f"diameter 0 {where}; only an end point may have zero diameter",
             )
+    return _length_problem(points)
+
+
+def _length_problem(points):
     if all(p[3] == 0 for p in points):
         return "points", "every diameter is 0: the section has no membrane"
-    length, _ = length_and_diameter(points)
-    if not length > 0:
+    arc, _ = _arc_and_diameters(points)
+    if not arc[-1] > 0:
         return "points", "all points coincide: the section has zero length"
     return None
 
