@@ -105,13 +105,6 @@ class Section(eqx.Module):
                 raise InvalidArgument(owner, "diameter", missing)
             self.length, self.diameter, self.points = length, diameter, None
             return
-        if length is not None or diameter is not None:
-            raise InvalidArgument(
-                owner,
-                "points",
-                "give either points or length and diameter, not both (with points "
-                "the length and diameter follow from them)",
-            )
         try:
             pts = _geometry.as_points(points)
         except ValueError as e:
@@ -122,6 +115,14 @@ class Section(eqx.Module):
             raise InvalidArgument(owner, *problem)
         self.points = pts
         self.length, self.diameter = _geometry.length_and_diameter(pts)
+        # (`dataclasses.replace` passes the computed values back: accepted.)
+        if (length, diameter) not in ((None, None), (self.length, self.diameter)):
+            raise InvalidArgument(
+                owner,
+                "points",
+                "give either points or length and diameter, not both (with points "
+                "the length and diameter follow from them)",
+            )
 
     def __check_init__(self):
         owner = f"Section {self.name!r}"

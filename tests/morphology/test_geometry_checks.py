@@ -1,5 +1,6 @@
 """Sections of 3-D points: the checks on their points and attachments."""
 
+import dataclasses
 import math
 
 import pytest
@@ -67,3 +68,12 @@ def test_attaching_to_a_zero_diameter_end_is_an_error():
     for x in (0.5, 1.0):
         mid = so.Section("mid", 10.0, 1.0, 1, "root", x)
         so.Cell("c", [root0, mid, so.Section("kid", 10.0, 1.0, 1, "mid", 0.0)])
+
+
+def test_replace_keeps_the_points():
+    sec = so.Section("s", points=CONE, n_compartments=3)
+    finer = dataclasses.replace(sec, n_compartments=5)
+    assert finer.points == sec.points and finer.n_compartments == 5
+    assert (finer.length, finer.diameter) == (sec.length, sec.diameter) == (50.0, 2.5)
+    with pytest.raises(InvalidArgument, match="not both"):
+        dataclasses.replace(sec, length=10.0)
