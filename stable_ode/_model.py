@@ -40,6 +40,7 @@ from .morphology._discretise import (
     CompartmentInfo,
     discretise,
 )
+from .morphology._geometry import compartment_diameters
 
 
 @dataclass(frozen=True)
@@ -287,7 +288,7 @@ def build(
         for sec in cell.sections:
             start = offsets[cell.name][sec.name]
             stop = start + sec.n_compartments
-            diameter[start:stop] = sec.diameter
+            diameter[start:stop] = compartment_diameters(sec)
             length[start:stop] = sec.length / sec.n_compartments
             sections.append((cell.name, sec, start))
 
