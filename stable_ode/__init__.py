@@ -44,6 +44,7 @@ from ._stimulus import (
 from ._term import MembraneTerm as MembraneTerm
 from ._trainable import Trainable as Trainable
 from .mechanisms import (
+    AbstractCoupledKinetics as AbstractCoupledKinetics,
     AbstractKinetics as AbstractKinetics,
     AbstractMechanism as AbstractMechanism,
     alpha_beta_gate as alpha_beta_gate,
@@ -57,6 +58,7 @@ from .mechanisms import (
     IonSetting as IonSetting,
     IonSpecies as IonSpecies,
     IonView as IonView,
+    MarkovScheme as MarkovScheme,
     nernst as nernst,
     Passive as Passive,
     RateEquation as RateEquation,
