@@ -23,8 +23,9 @@ def to_sympy(e: ir.Expr, name_of, calls: dict):
     recorded in `calls` (symbol → the `ir.Call`), unless `opaque_call` returns
     an expression."""
     if isinstance(e, ir.Num):
-        v = e.value
-        return sp.Integer(int(v)) if v == int(v) and abs(v) < 2**53 else sp.Float(v)
+        # Exact binary rationals, so that `0.32*u/(u/4)` cancels to 1.28 (and
+        # converts back to the correctly rounded float).
+        return sp.Rational(e.value)
     if isinstance(e, ir.Name):
         return name_of(e.id)
     if isinstance(e, ir.Unary):
