@@ -44,50 +44,56 @@ def per_compartment(mech, n, dtype=jnp.float64):
 STEP = dict(amplitude=0.15, delay=2.0, duration=20.0)
 
 
-def run_ours(mechanisms, *, t_stop=30.0, dt=0.025, celsius=6.3, dtype=jnp.float64,
+def run_ours(cells, *, t_stop=30.0, dt=0.025, celsius=6.3, dtype=jnp.float64,
              solver=so.BackwardEuler()):  # fmt: skip
-    """One compartment (L = diam = 20 µm) with `mechanisms` and a step current
-    (`STEP`); returns `(t, v)` as NumPy arrays."""
-    cell = so.Cell(
-        "c", [so.Section("soma", 20.0, 20.0, 1)], [so.Insert(m) for m in mechanisms]
-    )
-    site = so.Site("c", "soma", 0.5)
-    model = so.build(
-        [cell],
-        [so.StepCurrent(site, **STEP)],
-        [so.Recording("v", site)],
-        celsius=celsius,
-        dtype=dtype,
-    )
+    """One model, one simulation: per name in `cells`, a compartment (L = diam
+    = 20 µm) with the mechanisms `cells[name]` and a step current (`STEP`).
+    Returns `(t, {name: v})` as NumPy arrays (ms, mV)."""
+    built, stimuli, recordings = [], [], []
+    for name, mechanisms in cells.items():
+        built.append(so.Cell(name, [so.Section("soma", 20.0, 20.0, 1)],
+                             [so.Insert(m) for m in mechanisms]))  # fmt: skip
+        site = so.Site(name, "soma", 0.5)
+        stimuli.append(so.StepCurrent(site, **STEP))
+        recordings.append(so.Recording(name, site))
+    model = so.build(built, stimuli, recordings, celsius=celsius, dtype=dtype)
     sim = so.simulate(model, t_stop, dt, solver=solver)
-    return np.asarray(sim.ts), np.asarray(sim.recordings["v"])
+    return np.asarray(sim.ts), {k: np.asarray(v) for k, v in sim.recordings.items()}
 
 
-def run_neuron(h, mechanisms, *, t_stop=30.0, dt=0.025, celsius=6.3):
-    """The same compartment in NEURON at `secondorder = 0`: `mechanisms` is a
+def run_neuron(h, cells, *, t_stop=30.0, dt=0.025, celsius=6.3):
+    """The same compartments in NEURON at `secondorder = 0`: `cells[name]` is a
     list of `(suffix, {parameter: value})`; tables off (`usetable_<suffix> =
-    0`) where the file has them."""
-    sec = h.Section(name="nmodl_test")
+    0`) where the file has them. Returns `(t, {name: v})`."""
+    secs, clamps, vecs = [], [], {}
     try:
-        sec.L = sec.diam = 20.0
-        sec.nseg = 1
-        for suffix, params in mechanisms:
-            sec.insert(suffix)
-            for k, val in params.items():
-                setattr(sec(0.5), f"{k}_{suffix}", val)
-            if hasattr(h, f"usetable_{suffix}"):
-                setattr(h, f"usetable_{suffix}", 0)
-        ic = h.IClamp(sec(0.5))
-        ic.amp, ic.delay, ic.dur = STEP["amplitude"], STEP["delay"], STEP["duration"]
         h.load_file("stdrun.hoc")
+        t = h.Vector()
+        t.record(h._ref_t)
+        for name, mechanisms in cells.items():
+            sec = h.Section(name=f"nmodl_{name}")
+            secs.append(sec)
+            sec.L = sec.diam = 20.0
+            sec.nseg = 1
+            for suffix, params in mechanisms:
+                sec.insert(suffix)
+                for k, val in params.items():
+                    setattr(sec(0.5), f"{k}_{suffix}", val)
+                if hasattr(h, f"usetable_{suffix}"):
+                    setattr(h, f"usetable_{suffix}", 0)
+            ic = h.IClamp(sec(0.5))
+            ic.amp, ic.delay, ic.dur = (STEP["amplitude"], STEP["delay"],
+                                        STEP["duration"])  # fmt: skip
+            clamps.append(ic)
+            vecs[name] = h.Vector()
+            vecs[name].record(sec(0.5)._ref_v)
         h.CVode().active(0)
         h.celsius, h.dt, h.secondorder = celsius, dt, 0
-        t, v = h.Vector(), h.Vector()
-        t.record(h._ref_t)
-        v.record(sec(0.5)._ref_v)
         h.finitialize(-65.0)
         for _ in range(round(t_stop / dt)):
             h.fadvance()
-        return np.array(t), np.array(v)
+        return np.array(t), {k: np.array(v) for k, v in vecs.items()}
     finally:
-        h.delete_section(sec=sec)
+        del clamps
+        for sec in secs:
+            h.delete_section(sec=sec)
