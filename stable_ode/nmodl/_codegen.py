@@ -31,14 +31,14 @@ def py(name: str) -> str:
 
 
 _MATH = {
-    "fabs": "jnp.abs", "sin": "jnp.sin", "cos": "jnp.cos", "tan": "jnp.tan",
-    "tanh": "jnp.tanh", "sinh": "jnp.sinh", "cosh": "jnp.cosh",
-    "atan": "jnp.arctan", "floor": "jnp.floor", "ceil": "jnp.ceil",
-    "erf": "jax.scipy.special.erf", "erfc": "jax.scipy.special.erfc",
-    "exp": "safe_exp", "log": "safe_log", "log10": "safe_log10",
-    "sqrt": "safe_sqrt", "exprelr": "x_over_expm1", "fmin": "jnp.minimum",
-    "fmax": "jnp.maximum", "atan2": "jnp.arctan2",
+    "fabs": "fabs", "sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh",
+    "sinh": "sinh", "cosh": "cosh", "atan": "atan", "floor": "floor",
+    "ceil": "ceil", "erf": "erf", "erfc": "erfc", "exp": "safe_exp",
+    "log": "safe_log", "log10": "safe_log10", "sqrt": "safe_sqrt",
+    "exprelr": "x_over_expm1", "fmin": "fmin", "fmax": "fmax", "atan2": "atan2",
 }  # fmt: skip
+"""NMODL's built-in functions → the names generated code calls (each defined in
+`_factory._GLOBALS`, taking Python numbers as well as arrays)."""
 _ARITY = {"atan2": 2, "fmin": 2, "fmax": 2, "pow": 2}
 _CMP = {"<", ">", "<=", ">=", "==", "!="}
 

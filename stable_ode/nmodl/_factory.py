@@ -14,6 +14,7 @@ import linecache
 from typing import ClassVar
 
 import jax
+import jax.scipy.special
 import jax.numpy as jnp
 from jaxtyping import ArrayLike, Float
 
@@ -21,6 +22,7 @@ from .. import _math
 from ..mechanisms import AbstractMechanism, RateEquation, Relaxation
 from ..mechanisms._kinetics import inf_tau_gate
 from . import _ir as ir, _runtime
+from ._runtime import typed
 from ._codegen import label_of, py
 from ._errors import NmodlError
 from ._source import Source
@@ -56,11 +58,18 @@ def rate_rhs(rhs_fn, m0, name, x):
 _GLOBALS = dict(
     jnp=jnp, jax=jax, functools=functools, Vars=_runtime.Vars,
     merge_into=_runtime.merge_into, select=_runtime.select, as_n=_runtime.as_n,
-    safe_sqrt=_runtime.safe_sqrt, safe_log10=_runtime.safe_log10,
-    power=_runtime.power, safe_exp=_math.safe_exp, safe_div=_math.safe_div,
-    safe_log=_math.safe_log, x_over_expm1=_math.x_over_expm1,
+    safe_sqrt=typed(_runtime.safe_sqrt), safe_log10=typed(_runtime.safe_log10),
+    power=typed(_runtime.power), safe_exp=typed(_math.safe_exp),
+    safe_div=typed(_math.safe_div), safe_log=typed(_math.safe_log),
+    x_over_expm1=typed(_math.x_over_expm1),
     Relaxation=Relaxation, RateEquation=RateEquation, inf_tau_gate=inf_tau_gate,
     land=_land, lor=_lor, lnot=_lnot, rate_rhs=rate_rhs,
+    fabs=typed(jnp.abs), sin=typed(jnp.sin), cos=typed(jnp.cos),
+    tan=typed(jnp.tan), tanh=typed(jnp.tanh), sinh=typed(jnp.sinh),
+    cosh=typed(jnp.cosh), atan=typed(jnp.arctan), floor=typed(jnp.floor),
+    ceil=typed(jnp.ceil), erf=typed(jax.scipy.special.erf),
+    erfc=typed(jax.scipy.special.erfc), fmin=typed(jnp.minimum),
+    fmax=typed(jnp.maximum), atan2=typed(jnp.arctan2),
 )  # fmt: skip
 
 

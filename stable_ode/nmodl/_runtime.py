@@ -8,6 +8,7 @@ parameters, states, ion variables, `ASSIGNED`s and NEURON's globals) and `l`
 a Python bool (e.g. `if (i == 0)` in a function called as `alp(v, 0)`).
 """
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -75,3 +76,27 @@ def power(a, b):
     pos = a > 0
     safe = jnp.where(pos, a, jnp.ones_like(a))
     return jnp.where(pos, safe**b, 0.0)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(
+        x, (bool, np.bool_)
+    )
+
+
+def typed(fn):
+    """`fn` (a function of arrays) that also takes Python numbers: all-number
+    arguments give a Python float (evaluated in float64, NumPy); otherwise the
+    numbers take the dtype of the array arguments, so that a constant never
+    promotes a float32 model to float64 (`safe_div(1.0, x)`)."""
+
+    def wrapped(*args):
+        if all(_is_number(a) for a in args):
+            with jax.ensure_compile_time_eval():
+                return float(np.asarray(fn(*(np.float64(a) for a in args))))
+        dtype = jnp.result_type(*(a for a in args if not _is_number(a)))
+        return fn(*(jnp.asarray(a, dtype) if _is_number(a) else a for a in args))
+
+    wrapped.__name__ = getattr(fn, "__name__", "wrapped")
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
