@@ -30,12 +30,22 @@ def _files(paths) -> list[pathlib.Path]:
     return out
 
 
-def load_nmodl(paths: str | pathlib.Path | Iterable[str | pathlib.Path]) -> dict:
+def load_nmodl(
+    paths: str | pathlib.Path | Iterable[str | pathlib.Path],
+    *,
+    neuron_schemes: bool = True,
+) -> dict:
     """Mechanism classes from NMODL files.
 
     **Arguments:**
 
     - `paths`: a `.mod` file, a folder (all its `.mod` files), or a list of them.
+    - `neuron_schemes`: `True` (default): states of a `SOLVE ... METHOD
+      derivimplicit` block take NEURON's implicit Euler step (so that
+      `BackwardEuler` runs agree with NEURON's `secondorder = 0`); `False`: the
+      exact relaxation step (affine equations) or the exponential
+      Rosenbrock–Euler step of `RateEquation`, more accurate at a given dt.
+      `cnexp` states always take the exact step, which is NEURON's.
 
     **Returns:** a dict from each file's `SUFFIX` to its mechanism class, an
     `AbstractMechanism` subclass used like `HH`:
@@ -62,4 +72,4 @@ def load_nmodl(paths: str | pathlib.Path | Iterable[str | pathlib.Path]) -> dict
                              f"{module.suffix} is also defined in {where[module.suffix]}")  # fmt: skip
         modules[module.suffix] = module
         where[module.suffix] = str(f)
-    return {name: make_class(m) for name, m in modules.items()}
+    return {name: make_class(m, neuron_schemes) for name, m in modules.items()}

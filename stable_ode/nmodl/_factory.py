@@ -25,6 +25,7 @@ from . import _ir as ir, _runtime
 from ._runtime import typed
 from ._codegen import label_of, py
 from ._errors import NmodlError
+from ._kinetics import ImplicitRateEquation, ImplicitRelaxation
 from ._source import Source
 
 
@@ -55,6 +56,13 @@ def rate_rhs(rhs_fn, m0, name, x):
     return rhs_fn(m)[name]
 
 
+def equation_rhs(expression, m0, l0, name, x):
+    """`expression(m, l)` with state `name` set to `x` (a copy of `m0`)."""
+    m = m0.copy()
+    setattr(m, name, x)
+    return expression(m, l0)
+
+
 _GLOBALS = dict(
     jnp=jnp, jax=jax, functools=functools, Vars=_runtime.Vars,
     merge_into=_runtime.merge_into, select=_runtime.select, as_n=_runtime.as_n,
@@ -63,7 +71,9 @@ _GLOBALS = dict(
     safe_div=typed(_math.safe_div), safe_log=typed(_math.safe_log),
     x_over_expm1=typed(_math.x_over_expm1),
     Relaxation=Relaxation, RateEquation=RateEquation, inf_tau_gate=inf_tau_gate,
-    land=_land, lor=_lor, lnot=_lnot, rate_rhs=rate_rhs,
+    implicit_relaxation=lambda k: ImplicitRelaxation(inf=k.inf, rate=k.rate),
+    ImplicitRateEquation=ImplicitRateEquation,
+    land=_land, lor=_lor, lnot=_lnot, rate_rhs=rate_rhs, equation_rhs=equation_rhs,
     fabs=typed(jnp.abs), sin=typed(jnp.sin), cos=typed(jnp.cos),
     tan=typed(jnp.tan), tanh=typed(jnp.tanh), sinh=typed(jnp.sinh),
     cosh=typed(jnp.cosh), atan=typed(jnp.arctan), floor=typed(jnp.floor),
@@ -109,9 +119,9 @@ def _field_name(path, line, name):
     return name
 
 
-def make_class(module: ir.Module):
-    """The mechanism class for `module`."""
-    src = Source(module)
+def make_class(module: ir.Module, neuron_schemes: bool = True):
+    """The mechanism class for `module` (`neuron_schemes`: see `load_nmodl`)."""
+    src = Source(module, neuron_schemes)
     source = src.generate()
     filename = f"<nmodl {label_of(module.path)}:{module.suffix} #{next(_counter)}>"
     ns = compile_source(source, filename)

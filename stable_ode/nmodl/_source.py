@@ -17,8 +17,9 @@ class Source:
     """Generates the source; `self.state_lines` maps each state to the
     `(file, line)` of its equation."""
 
-    def __init__(self, module: ir.Module):
+    def __init__(self, module: ir.Module, neuron_schemes: bool = True):
         self.module = module
+        self.neuron_schemes = neuron_schemes
         self.label = label_of(module.path)
         ion_vars = {x for ion in module.ions for x in ion.read + ion.write}
         self.known = (
@@ -30,6 +31,7 @@ class Source:
         self.forms: dict[str, str] = {}
         self.chunks: list[str] = []
         self.solved: list[ir.Block] = []
+        self.methods: dict[str, str] = {}
 
     def fail(self, line, construct, problem):
         raise NmodlError(self.module.path, line, construct, problem)
@@ -74,6 +76,7 @@ class Source:
         if s.method not in METHODS:
             self.fail(s.line, "SOLVE", f"METHOD {s.method} is not supported "
                       f"(supported: {', '.join(METHODS)})")  # fmt: skip
+        self.methods[blk.name] = s.method
         return blk
 
     def solve(self, em: Emitter, s: ir.Solve, sc: Scope):
@@ -129,6 +132,18 @@ class Source:
             lambda n: n in dep.opaque and q.state in dep.deps.get(n, set()),
         )
 
+    def direct_only(self, q: ir.DiffEq, dep: StateDependence) -> bool:
+        """Whether `q`'s right-hand side depends on its state only directly
+        (not through variables computed from it, nor through a function)."""
+        from ._analysis import names_in
+
+        for n in names_in(q.rhs) - {q.state}:
+            if q.state in dep.deps.get(n, set()):
+                return False
+        return not any(
+            q.state in self.fx.get(f, (set(),))[0] for f in calls_in(q.rhs)
+        )
+
     def derivative(self, blk: ir.Block):
         """Three functions: `deriv_B(m)` (kinetics by state), `deriv_B_rhs(m)`
         (dx/dt by state) and `deriv_B_assign(m)` (the assignments only)."""
@@ -155,16 +170,28 @@ class Source:
                     em.emit(f"out[{q.state!r}] = {em.expr(q.rhs, sc)}")
                     return
                 f = self.form(q, dep)
-                self.forms[q.state] = f.kind if f.tau is None else "relaxation(tau)"
+                implicit = (self.neuron_schemes
+                            and self.methods.get(blk.name) == "derivimplicit")  # fmt: skip
+                kind = f.kind if f.tau is None else "relaxation(tau)"
+                self.forms[q.state] = ("implicit " if implicit else "") + kind
+                wrap = "implicit_relaxation(" if implicit else "("
                 if f.kind == "relaxation" and f.tau is not None:
-                    em.emit(f"out[{q.state!r}] = inf_tau_gate(as_n({em.expr(f.inf, sc)}"
-                            f", m.v), as_n({em.expr(f.tau, sc)}, m.v))")  # fmt: skip
+                    em.emit(f"out[{q.state!r}] = {wrap}inf_tau_gate(as_n("
+                            f"{em.expr(f.inf, sc)}, m.v), as_n({em.expr(f.tau, sc)}"
+                            ", m.v)))")  # fmt: skip
                 elif f.kind == "relaxation":
-                    em.emit(f"out[{q.state!r}] = Relaxation(inf=as_n("
+                    em.emit(f"out[{q.state!r}] = {wrap}Relaxation(inf=as_n("
                             f"{em.expr(f.inf, sc)}, m.v), rate=as_n("
-                            f"{em.expr(f.rate, sc)}, m.v))")  # fmt: skip
+                            f"{em.expr(f.rate, sc)}, m.v)))")  # fmt: skip
+                elif self.direct_only(q, dep):
+                    # x enters only directly: re-evaluate this expression alone
+                    cls = "ImplicitRateEquation" if implicit else "RateEquation"
+                    em.emit(f"out[{q.state!r}] = {cls}(f=functools.partial("
+                            f"equation_rhs, lambda m, l: {em.expr(q.rhs, sc)}, "
+                            f"m.copy(), l.copy(), {py(q.state)!r}))")  # fmt: skip
                 else:
-                    em.emit(f"out[{q.state!r}] = RateEquation(f=functools.partial("
+                    cls = "ImplicitRateEquation" if implicit else "RateEquation"
+                    em.emit(f"out[{q.state!r}] = {cls}(f=functools.partial("
                             f"rate_rhs, deriv_{blk.name}_rhs, m0, {q.state!r}))")
 
             em.equation = equation

@@ -68,8 +68,6 @@ def run_neuron(h, cells, *, t_stop=30.0, dt=0.025, celsius=6.3):
     secs, clamps, vecs = [], [], {}
     try:
         h.load_file("stdrun.hoc")
-        t = h.Vector()
-        t.record(h._ref_t)
         for name, mechanisms in cells.items():
             sec = h.Section(name=f"nmodl_{name}")
             secs.append(sec)
@@ -87,6 +85,8 @@ def run_neuron(h, cells, *, t_stop=30.0, dt=0.025, celsius=6.3):
             clamps.append(ic)
             vecs[name] = h.Vector()
             vecs[name].record(sec(0.5)._ref_v)
+        t = h.Vector()
+        t.record(h._ref_t, sec=secs[0])
         h.CVode().active(0)
         h.celsius, h.dt, h.secondorder = celsius, dt, 0
         h.finitialize(-65.0)
