@@ -60,6 +60,7 @@ from .mechanisms.synapses import (
     GapJunction as GapJunction,
     IonotropicSynapse as IonotropicSynapse,
 )
+from .nmodl import load_nmodl as load_nmodl
 from .morphology import (
     Cell as Cell,
     Insert as Insert,

@@ -68,8 +68,12 @@ def load_nmodl(
     for f in files:
         module = read_mod(f)
         if module.suffix in modules:
-            raise NmodlError(f, module.lines.get("SUFFIX"), "SUFFIX",
-                             f"{module.suffix} is also defined in {where[module.suffix]}")  # fmt: skip
+            raise NmodlError(
+                f,
+                module.lines.get("SUFFIX"),
+                "SUFFIX",
+                f"{module.suffix} is also defined in {where[module.suffix]}",
+            )
         modules[module.suffix] = module
         where[module.suffix] = str(f)
     return {name: make_class(m, neuron_schemes) for name, m in modules.items()}

@@ -31,12 +31,27 @@ def py(name: str) -> str:
 
 
 _MATH = {
-    "fabs": "fabs", "sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh",
-    "sinh": "sinh", "cosh": "cosh", "atan": "atan", "floor": "floor",
-    "ceil": "ceil", "erf": "erf", "erfc": "erfc", "exp": "safe_exp",
-    "log": "safe_log", "log10": "safe_log10", "sqrt": "safe_sqrt",
-    "exprelr": "x_over_expm1", "fmin": "fmin", "fmax": "fmax", "atan2": "atan2",
-}  # fmt: skip
+    "fabs": "fabs",
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "tanh": "tanh",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "atan": "atan",
+    "floor": "floor",
+    "ceil": "ceil",
+    "erf": "erf",
+    "erfc": "erfc",
+    "exp": "safe_exp",
+    "log": "safe_log",
+    "log10": "safe_log10",
+    "sqrt": "safe_sqrt",
+    "exprelr": "x_over_expm1",
+    "fmin": "fmin",
+    "fmax": "fmax",
+    "atan2": "atan2",
+}
 """NMODL's built-in functions → the names generated code calls (each defined in
 `_factory._GLOBALS`, taking Python numbers as well as arrays)."""
 _ARITY = {"atan2": 2, "fmin": 2, "fmax": 2, "pow": 2}
@@ -81,8 +96,11 @@ class Emitter:
         if name in self.module.constants:
             return repr(self.module.constants[name])
         if name in ("dt", "t"):
-            self.fail(name, f"{name} is not available to a mechanism's rates here "
-                      "(kinetics are evaluated for a frozen voltage)")  # fmt: skip
+            self.fail(
+                name,
+                f"{name} is not available to a mechanism's rates here "
+                "(kinetics are evaluated for a frozen voltage)",
+            )
         if name not in self.known:
             self.fail("variable", f"{name} is not declared")
         return f"m.{py(name)}"
@@ -151,9 +169,12 @@ class Emitter:
             return f"{_MATH[fn]}({', '.join(self.expr(a, sc) for a in args)})"
         c = self.module.callables.get(fn)
         if c is None:
-            self.fail(f"{fn}()", f"calls {fn}, which is neither a built-in "
-                      f"function ({', '.join(sorted(_MATH))}, pow) nor a FUNCTION "
-                      "of this file")  # fmt: skip
+            self.fail(
+                f"{fn}()",
+                f"calls {fn}, which is neither a built-in "
+                f"function ({', '.join(sorted(_MATH))}, pow) nor a FUNCTION "
+                "of this file",
+            )
         if c.kind != "FUNCTION":
             self.fail(f"{fn}()", f"PROCEDURE {fn} used as a value")
         if len(args) != len(c.params):
@@ -180,8 +201,10 @@ class Emitter:
             c = self.module.callables.get(s.fn)
             if c is not None and c.kind == "PROCEDURE":
                 if len(s.args) != len(c.params):
-                    self.fail(f"{s.fn}()", f"takes {len(c.params)} argument(s), "
-                              f"got {len(s.args)}")  # fmt: skip
+                    self.fail(
+                        f"{s.fn}()",
+                        f"takes {len(c.params)} argument(s), got {len(s.args)}",
+                    )
                 args = "".join(", " + self.expr(a, sc) for a in s.args)
                 self.emit(f"pr_{s.fn}(m{args})")
             else:
@@ -281,20 +304,25 @@ def _guarded_singularity(em: Emitter, s: ir.If, sc: Scope):
     else:
         return None
     approx, regular = (s.body, s.orelse) if small_first else (s.orelse, s.body)
-    if not regular or None in _targets(regular) or _targets(regular) != _targets(
-        approx
+    if (
+        not regular
+        or None in _targets(regular)
+        or _targets(regular) != _targets(approx)
     ):
         return None
     sub = Emitter(em.module, em.known, em.label)
     sub.equation, sub.solve, sub.n_if = em.equation, em.solve, em.n_if + 100
     sub.stmts(regular, Scope(sc.names, sc.owner))
-    if sub.rewrites == 0 or any("safe_div" in line and "x_over_expm1" not in line
-                                for line in sub.out):  # fmt: skip
+    if sub.rewrites == 0 or any(
+        "safe_div" in line and "x_over_expm1" not in line for line in sub.out
+    ):
         return None
     em.rewrites += sub.rewrites
     line = s.line
-    return [f"    # {em.label}:{line}: guard 'if (fabs(...) < eps)' dropped: "
-            "the regular branch is exact at the singularity"] + sub.out  # fmt: skip
+    return [
+        f"    # {em.label}:{line}: guard 'if (fabs(...) < eps)' dropped: "
+        "the regular branch is exact at the singularity"
+    ] + sub.out
 
 
 def label_of(path: str) -> str:

@@ -40,14 +40,34 @@ def read_mod(path: pathlib.Path) -> ir.Module:
         ) from None
     r = _Reader(path, text, nmodl, ast)
     r.has_table = False
-    d = dict(suffix=None, title="", ions=[], nonspecific=[], range_names=[],
-             global_names=[], statics=[], parameters={}, constants=dict(BUILTIN_CONSTANTS),
-             assigned=[], states=[], state_start={}, callables={}, initial=None,
-             breakpoint=None, derivatives={}, lines={})  # fmt: skip
+    d = dict(
+        suffix=None,
+        title="",
+        ions=[],
+        nonspecific=[],
+        range_names=[],
+        global_names=[],
+        statics=[],
+        parameters={},
+        constants=dict(BUILTIN_CONSTANTS),
+        assigned=[],
+        states=[],
+        state_start={},
+        callables={},
+        initial=None,
+        breakpoint=None,
+        derivatives={},
+        lines={},
+    )
     for b in program.blocks:
         t = _node(b)
-        if t in ("Model", "BlockComment", "LineComment", "IndependentBlock",
-                 "UnitState"):  # fmt: skip
+        if t in (
+            "Model",
+            "BlockComment",
+            "LineComment",
+            "IndependentBlock",
+            "UnitState",
+        ):
             if t == "Model":
                 d["title"] = b.title.eval().strip() if hasattr(b, "title") else ""
             continue
@@ -71,9 +91,13 @@ def read_mod(path: pathlib.Path) -> ir.Module:
                     continue
                 key = (_unit(nmodl, u.unit1), _unit(nmodl, u.unit2))
                 if u.gt is not None or key not in _UNIT_FACTORS:
-                    r.fail(uline, "UNITS", f"unit factor {name} = ({key[0]}) "
-                           f"({key[1]}) is not known; write its value instead "
-                           f"(known: {sorted(_UNIT_FACTORS)})")  # fmt: skip
+                    r.fail(
+                        uline,
+                        "UNITS",
+                        f"unit factor {name} = ({key[0]}) "
+                        f"({key[1]}) is not known; write its value instead "
+                        f"(known: {sorted(_UNIT_FACTORS)})",
+                    )
                 d["constants"][name] = _UNIT_FACTORS[key]
         elif t == "ParamBlock":
             for p in b.statements:
@@ -149,8 +173,12 @@ def _neuron_block(r: _Reader, b, d):
             name = s.name.get_node_name()
             line = r.stmt_line(rf"\b{kind}\b")
             if kind != "SUFFIX":
-                r.fail(line, kind, f"{name}: point processes are not supported yet "
-                       "(only density mechanisms, SUFFIX)")  # fmt: skip
+                r.fail(
+                    line,
+                    kind,
+                    f"{name}: point processes are not supported yet "
+                    "(only density mechanisms, SUFFIX)",
+                )
             d["suffix"] = name
             d["lines"]["SUFFIX"] = line
         elif t == "Useion":
@@ -160,16 +188,22 @@ def _neuron_block(r: _Reader, b, d):
             if s.valence is not None:
                 z = float(s.valence.value.eval())
                 if z != int(z) or z == 0:
-                    r.fail(line, "VALENCE", f"ion {ion}: valence must be a "
-                           f"non-zero integer, got {z}")  # fmt: skip
+                    r.fail(
+                        line,
+                        "VALENCE",
+                        f"ion {ion}: valence must be a non-zero integer, got {z}",
+                    )
                 valence = int(z)
             read = tuple(x.name.get_node_name() for x in s.readlist)
             write = tuple(x.name.get_node_name() for x in s.writelist)
             allowed = {f"e{ion}", f"{ion}i", f"{ion}o", f"i{ion}"}
             for name in read + write:
                 if name not in allowed:
-                    r.fail(line, "USEION", f"{name} is not a variable of ion {ion} "
-                           f"({sorted(allowed)})")  # fmt: skip
+                    r.fail(
+                        line,
+                        "USEION",
+                        f"{name} is not a variable of ion {ion} ({sorted(allowed)})",
+                    )
             if f"e{ion}" in write:
                 r.fail(line, "USEION", f"writing e{ion} is not supported")
             d["ions"].append(ir.Ion(ion, read, write, valence, line))
@@ -184,8 +218,11 @@ def _neuron_block(r: _Reader, b, d):
             continue
         else:
             line = r.stmt_line(r"\S")
-            r.fail(line, t, f"{nmodl.to_nmodl(s).strip()!r} in the NEURON block is "
-                   "not supported")  # fmt: skip
+            r.fail(
+                line,
+                t,
+                f"{nmodl.to_nmodl(s).strip()!r} in the NEURON block is not supported",
+            )
 
 
 def _finish(r: _Reader, d):

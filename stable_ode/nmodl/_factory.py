@@ -14,18 +14,18 @@ import linecache
 from typing import ClassVar
 
 import jax
-import jax.scipy.special
 import jax.numpy as jnp
+import jax.scipy.special
 from jaxtyping import ArrayLike, Float
 
 from .. import _math
 from ..mechanisms import AbstractMechanism, RateEquation, Relaxation
 from ..mechanisms._kinetics import inf_tau_gate
 from . import _ir as ir, _runtime
-from ._runtime import typed
 from ._codegen import label_of, py
 from ._errors import NmodlError
 from ._kinetics import ImplicitRateEquation, ImplicitRelaxation
+from ._runtime import typed
 from ._source import Source
 
 
@@ -64,23 +64,46 @@ def equation_rhs(expression, m0, l0, name, x):
 
 
 _GLOBALS = dict(
-    jnp=jnp, jax=jax, functools=functools, Vars=_runtime.Vars,
-    merge_into=_runtime.merge_into, select=_runtime.select, as_n=_runtime.as_n,
-    safe_sqrt=typed(_runtime.safe_sqrt), safe_log10=typed(_runtime.safe_log10),
-    power=typed(_runtime.power), safe_exp=typed(_math.safe_exp),
-    safe_div=typed(_math.safe_div), safe_log=typed(_math.safe_log),
+    jnp=jnp,
+    jax=jax,
+    functools=functools,
+    Vars=_runtime.Vars,
+    merge_into=_runtime.merge_into,
+    select=_runtime.select,
+    as_n=_runtime.as_n,
+    safe_sqrt=typed(_runtime.safe_sqrt),
+    safe_log10=typed(_runtime.safe_log10),
+    power=typed(_runtime.power),
+    safe_exp=typed(_math.safe_exp),
+    safe_div=typed(_math.safe_div),
+    safe_log=typed(_math.safe_log),
     x_over_expm1=typed(_math.x_over_expm1),
-    Relaxation=Relaxation, RateEquation=RateEquation, inf_tau_gate=inf_tau_gate,
+    Relaxation=Relaxation,
+    RateEquation=RateEquation,
+    inf_tau_gate=inf_tau_gate,
     implicit_relaxation=lambda k: ImplicitRelaxation(inf=k.inf, rate=k.rate),
     ImplicitRateEquation=ImplicitRateEquation,
-    land=_land, lor=_lor, lnot=_lnot, rate_rhs=rate_rhs, equation_rhs=equation_rhs,
-    fabs=typed(jnp.abs), sin=typed(jnp.sin), cos=typed(jnp.cos),
-    tan=typed(jnp.tan), tanh=typed(jnp.tanh), sinh=typed(jnp.sinh),
-    cosh=typed(jnp.cosh), atan=typed(jnp.arctan), floor=typed(jnp.floor),
-    ceil=typed(jnp.ceil), erf=typed(jax.scipy.special.erf),
-    erfc=typed(jax.scipy.special.erfc), fmin=typed(jnp.minimum),
-    fmax=typed(jnp.maximum), atan2=typed(jnp.arctan2),
-)  # fmt: skip
+    land=_land,
+    lor=_lor,
+    lnot=_lnot,
+    rate_rhs=rate_rhs,
+    equation_rhs=equation_rhs,
+    fabs=typed(jnp.abs),
+    sin=typed(jnp.sin),
+    cos=typed(jnp.cos),
+    tan=typed(jnp.tan),
+    tanh=typed(jnp.tanh),
+    sinh=typed(jnp.sinh),
+    cosh=typed(jnp.cosh),
+    atan=typed(jnp.arctan),
+    floor=typed(jnp.floor),
+    ceil=typed(jnp.ceil),
+    erf=typed(jax.scipy.special.erf),
+    erfc=typed(jax.scipy.special.erfc),
+    fmin=typed(jnp.minimum),
+    fmax=typed(jnp.maximum),
+    atan2=typed(jnp.arctan2),
+)
 
 
 def compile_source(source: str, filename: str) -> dict:
@@ -114,8 +137,9 @@ def _field_name(path, line, name):
     if keyword.iskeyword(name) or name in _RESERVED:
         return name + "_"
     if name.startswith("_"):
-        raise NmodlError(path, line, "PARAMETER", f"{name}: names starting with _ "
-                         "are not supported")  # fmt: skip
+        raise NmodlError(
+            path, line, "PARAMETER", f"{name}: names starting with _ are not supported"
+        )
     return name
 
 
@@ -130,19 +154,30 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
     }
     ions = _use_ions(module)
     writes_conc = {
-        x for ion in module.ions for x in ion.write if x in (f"{ion.name}i", f"{ion.name}o")
+        x
+        for ion in module.ions
+        for x in ion.write
+        if x in (f"{ion.name}i", f"{ion.name}o")
     }
     for x in writes_conc:
         if x not in module.states:
-            raise NmodlError(module.path, module.lines.get(x), "USEION", f"writes {x} "
-                             f"but does not declare STATE {x} (not supported)")  # fmt: skip
+            raise NmodlError(
+                module.path,
+                module.lines.get(x),
+                "USEION",
+                f"writes {x} but does not declare STATE {x} (not supported)",
+            )
     read_map = {}
     for ion in module.ions:
         for x in ion.read + ion.write:
             if x in module.states:
                 continue
-            attr = {f"e{ion.name}": "reversal", f"{ion.name}i": "inside",
-                    f"{ion.name}o": "outside", f"i{ion.name}": "current"}[x]  # fmt: skip
+            attr = {
+                f"e{ion.name}": "reversal",
+                f"{ion.name}i": "inside",
+                f"{ion.name}o": "outside",
+                f"i{ion.name}": "current",
+            }[x]
             read_map[x] = (ion.name, attr, x in ion.read)
     uses_area = "area" in source
 
@@ -200,14 +235,22 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
         "current": current,
         "init_states": init_states,
         "nmodl": NmodlInfo(
-            path=module.path, suffix=module.suffix, title=module.title,
-            source=source, filename=filename, parameters=dict(fields),
-            state_lines=dict(src.state_lines), forms=dict(src.forms),
-            methods=tuple(s.method for s in (module.breakpoint.body if module.breakpoint
-                          else ()) if isinstance(s, ir.Solve)),
+            path=module.path,
+            suffix=module.suffix,
+            title=module.title,
+            source=source,
+            filename=filename,
+            parameters=dict(fields),
+            state_lines=dict(src.state_lines),
+            forms=dict(src.forms),
+            methods=tuple(
+                s.method
+                for s in (module.breakpoint.body if module.breakpoint else ())
+                if isinstance(s, ir.Solve)
+            ),
             tables=tuple(n for n, c in module.callables.items() if c.has_table),
             functions=ns,
-        ),  # fmt: skip
+        ),
     }
     if ions:
         namespace["ions"] = ions

@@ -76,11 +76,25 @@ _KEYWORD_OF_NODE = {
     "LocalListStatement": r"^\s*LOCAL\b",
 }
 RANDOM_FUNCTIONS = {
-    "normrand", "exprand", "unirand", "scop_random", "erand", "set_seed",
-    "random_negexp", "random_normal", "random_uniform", "random_setseq",
-}  # fmt: skip
-EVENT_FUNCTIONS = {"net_send", "net_event", "net_move", "state_discontinuity",
-                   "at_time", "nrn_pointing"}  # fmt: skip
+    "normrand",
+    "exprand",
+    "unirand",
+    "scop_random",
+    "erand",
+    "set_seed",
+    "random_negexp",
+    "random_normal",
+    "random_uniform",
+    "random_setseq",
+}
+EVENT_FUNCTIONS = {
+    "net_send",
+    "net_event",
+    "net_move",
+    "state_discontinuity",
+    "at_time",
+    "nrn_pointing",
+}
 
 
 def import_nmodl():
@@ -171,8 +185,12 @@ class _Reader:
         construct, problem = _UNSUPPORTED[t]
         if line is None:
             keyword = re.escape(construct.strip("~")) if construct != "~" else "~"
-            line = self.loc.find(r"\b" + keyword if keyword[0].isalpha() else keyword,
-                                 self.cursor) or self.cursor  # fmt: skip
+            line = (
+                self.loc.find(
+                    r"\b" + keyword if keyword[0].isalpha() else keyword, self.cursor
+                )
+                or self.cursor
+            )
         self.fail(line, construct, problem)
 
     def stmts(self, block) -> tuple[ir.Stmt, ...]:
@@ -185,8 +203,14 @@ class _Reader:
 
     def stmt(self, s):
         t = _node(s)
-        if t in ("UnitState", "LineComment", "BlockComment", "MutexLock",
-                 "MutexUnlock", "TableStatement"):  # fmt: skip
+        if t in (
+            "UnitState",
+            "LineComment",
+            "BlockComment",
+            "MutexLock",
+            "MutexUnlock",
+            "TableStatement",
+        ):
             if t == "TableStatement":
                 self.stmt_line(r"\bTABLE\b")
                 self.has_table = True
@@ -215,8 +239,13 @@ class _Reader:
         body = self.stmts(s.statement_block)
         chain = []  # `else if`s, read in file order so that lines come in order
         for e in s.elseifs:
-            chain.append((self.stmt_line(r"\bif\s*\("), self.expr(e.condition),
-                          self.stmts(e.statement_block)))  # fmt: skip
+            chain.append(
+                (
+                    self.stmt_line(r"\bif\s*\("),
+                    self.expr(e.condition),
+                    self.stmts(e.statement_block),
+                )
+            )
         orelse = self.stmts(s.elses.statement_block) if s.elses is not None else ()
         for e_line, e_cond, e_body in reversed(chain):
             orelse = (ir.If(e_cond, e_body, orelse, e_line),)
@@ -237,7 +266,9 @@ class _Reader:
         if t == "SolveBlock":
             line = self.stmt_line(r"\bSOLVE\b")
             method = e.method.get_node_name() if e.method is not None else None
-            steady = e.steadystate.get_node_name() if e.steadystate is not None else None
+            steady = (
+                e.steadystate.get_node_name() if e.steadystate is not None else None
+            )
             return ir.Solve(e.block_name.get_node_name(), method, steady, line)
         if t == "BinaryExpression" and e.op.eval() == "=":
             lhs = e.lhs

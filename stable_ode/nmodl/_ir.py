@@ -7,7 +7,6 @@ dataclasses; statements carry `line` (1-based, in `Module.path`).
 """
 
 import dataclasses
-from typing import Union
 
 
 # -- expressions ---------------------------------------------------------------
@@ -54,7 +53,7 @@ class Unary:
     operand: "Expr"
 
 
-Expr = Union[Num, Name, Call, BinOp, Unary]
+Expr = Num | Name | Call | BinOp | Unary
 
 
 # -- statements ----------------------------------------------------------------
@@ -117,7 +116,7 @@ class Solve:
     line: int
 
 
-Stmt = Union[Assign, CallStmt, DiffEq, Local, If, Solve]
+Stmt = Assign | CallStmt | DiffEq | Local | If | Solve
 
 
 # -- blocks and the file -------------------------------------------------------

@@ -23,9 +23,12 @@ class Source:
         self.label = label_of(module.path)
         ion_vars = {x for ion in module.ions for x in ion.read + ion.write}
         self.known = (
-            set(module.parameters) | set(module.assigned) | set(module.states)
-            | ion_vars | set(NEURON_GLOBALS)
-        )  # fmt: skip
+            set(module.parameters)
+            | set(module.assigned)
+            | set(module.states)
+            | ion_vars
+            | set(NEURON_GLOBALS)
+        )
         self.fx = effects(module)
         self.state_lines: dict[str, tuple[str, int]] = {}
         self.forms: dict[str, str] = {}
@@ -56,8 +59,11 @@ class Source:
             solved_states |= {s.state for s in blk.body if isinstance(s, ir.DiffEq)}
         for s in mod.states:
             if s not in solved_states:
-                self.fail(mod.lines.get(s), "STATE", f"{s} has no equation in a "
-                          "DERIVATIVE block solved by BREAKPOINT")  # fmt: skip
+                self.fail(
+                    mod.lines.get(s),
+                    "STATE",
+                    f"{s} has no equation in a DERIVATIVE block solved by BREAKPOINT",
+                )
         for blk, name in ((mod.initial, "initial"), (bp, "breakpoint")):
             em = self.emitter()
             if blk is not None:
@@ -71,11 +77,18 @@ class Source:
     def solved_block(self, s: ir.Solve) -> ir.Block:
         blk = self.module.derivatives.get(s.block)
         if blk is None:
-            self.fail(s.line, "SOLVE", f"{s.block} is not a DERIVATIVE block of this "
-                      "file (KINETIC and other blocks are not supported)")  # fmt: skip
+            self.fail(
+                s.line,
+                "SOLVE",
+                f"{s.block} is not a DERIVATIVE block of this "
+                "file (KINETIC and other blocks are not supported)",
+            )
         if s.method not in METHODS:
-            self.fail(s.line, "SOLVE", f"METHOD {s.method} is not supported "
-                      f"(supported: {', '.join(METHODS)})")  # fmt: skip
+            self.fail(
+                s.line,
+                "SOLVE",
+                f"METHOD {s.method} is not supported (supported: {', '.join(METHODS)})",
+            )
         self.methods[blk.name] = s.method
         return blk
 
@@ -89,14 +102,21 @@ class Source:
             self.fail(s.line, "SOLVE", "SOLVE in INITIAL without STEADYSTATE")
         blk = self.module.derivatives.get(s.block)
         if blk is None:
-            self.fail(s.line, "SOLVE STEADYSTATE", f"{s.block} is not a DERIVATIVE "
-                      "block of this file")  # fmt: skip
+            self.fail(
+                s.line,
+                "SOLVE STEADYSTATE",
+                f"{s.block} is not a DERIVATIVE block of this file",
+            )
         eqs = [q for q in blk.body if isinstance(q, ir.DiffEq)]
         dep = StateDependence(self.module, self.fx)
         for q in blk.body:
             if isinstance(q, ir.DiffEq) and self.form(q, dep).kind != "relaxation":
-                self.fail(s.line, "SOLVE STEADYSTATE", f"state {q.state}'s equation "
-                          "is not linear in it; its steady state is not supported")
+                self.fail(
+                    s.line,
+                    "SOLVE STEADYSTATE",
+                    f"state {q.state}'s equation "
+                    "is not linear in it; its steady state is not supported",
+                )
             dep.step(q)
         em.emit(f"_k = deriv_{s.block}(m)  # steady state")
         for q in eqs:
@@ -108,8 +128,9 @@ class Source:
         sc = Scope(names, c.name)
         args = ", ".join(py(p) for p in c.params)
         prefix = "fn_" if c.kind == "FUNCTION" else "pr_"
-        em.emit(f'"""{c.kind} {c.name}({", ".join(c.params)}) '
-                f'({self.label}:{c.line})"""')  # fmt: skip
+        em.emit(
+            f'"""{c.kind} {c.name}({", ".join(c.params)}) ({self.label}:{c.line})"""'
+        )
         init = [f"{py(p)}={py(p)}" for p in c.params]
         if c.kind == "FUNCTION":
             init.append(f"{py(c.name)}=0.0")
@@ -140,9 +161,7 @@ class Source:
         for n in names_in(q.rhs) - {q.state}:
             if q.state in dep.deps.get(n, set()):
                 return False
-        return not any(
-            q.state in self.fx.get(f, (set(),))[0] for f in calls_in(q.rhs)
-        )
+        return not any(q.state in self.fx.get(f, (set(),))[0] for f in calls_in(q.rhs))
 
     def derivative(self, blk: ir.Block):
         """Three functions: `deriv_B(m)` (kinetics by state), `deriv_B_rhs(m)`
@@ -170,29 +189,39 @@ class Source:
                     em.emit(f"out[{q.state!r}] = {em.expr(q.rhs, sc)}")
                     return
                 f = self.form(q, dep)
-                implicit = (self.neuron_schemes
-                            and self.methods.get(blk.name) == "derivimplicit")  # fmt: skip
+                implicit = (
+                    self.neuron_schemes
+                    and self.methods.get(blk.name) == "derivimplicit"
+                )
                 kind = f.kind if f.tau is None else "relaxation(tau)"
                 self.forms[q.state] = ("implicit " if implicit else "") + kind
                 wrap = "implicit_relaxation(" if implicit else "("
                 if f.kind == "relaxation" and f.tau is not None:
-                    em.emit(f"out[{q.state!r}] = {wrap}inf_tau_gate(as_n("
-                            f"{em.expr(f.inf, sc)}, m.v), as_n({em.expr(f.tau, sc)}"
-                            ", m.v)))")  # fmt: skip
+                    em.emit(
+                        f"out[{q.state!r}] = {wrap}inf_tau_gate(as_n("
+                        f"{em.expr(f.inf, sc)}, m.v), as_n({em.expr(f.tau, sc)}"
+                        ", m.v)))"
+                    )
                 elif f.kind == "relaxation":
-                    em.emit(f"out[{q.state!r}] = {wrap}Relaxation(inf=as_n("
-                            f"{em.expr(f.inf, sc)}, m.v), rate=as_n("
-                            f"{em.expr(f.rate, sc)}, m.v)))")  # fmt: skip
+                    em.emit(
+                        f"out[{q.state!r}] = {wrap}Relaxation(inf=as_n("
+                        f"{em.expr(f.inf, sc)}, m.v), rate=as_n("
+                        f"{em.expr(f.rate, sc)}, m.v)))"
+                    )
                 elif self.direct_only(q, dep):
                     # x enters only directly: re-evaluate this expression alone
                     cls = "ImplicitRateEquation" if implicit else "RateEquation"
-                    em.emit(f"out[{q.state!r}] = {cls}(f=functools.partial("
-                            f"equation_rhs, lambda m, l: {em.expr(q.rhs, sc)}, "
-                            f"m.copy(), l.copy(), {py(q.state)!r}))")  # fmt: skip
+                    em.emit(
+                        f"out[{q.state!r}] = {cls}(f=functools.partial("
+                        f"equation_rhs, lambda m, l: {em.expr(q.rhs, sc)}, "
+                        f"m.copy(), l.copy(), {py(q.state)!r}))"
+                    )
                 else:
                     cls = "ImplicitRateEquation" if implicit else "RateEquation"
-                    em.emit(f"out[{q.state!r}] = {cls}(f=functools.partial("
-                            f"rate_rhs, deriv_{blk.name}_rhs, m0, {q.state!r}))")
+                    em.emit(
+                        f"out[{q.state!r}] = {cls}(f=functools.partial("
+                        f"rate_rhs, deriv_{blk.name}_rhs, m0, {q.state!r}))"
+                    )
 
             em.equation = equation
             sc = Scope(owner=blk.name)

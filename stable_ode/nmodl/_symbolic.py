@@ -161,7 +161,7 @@ def equation_form(eq: ir.DiffEq, substitutions: dict, depends_on_state) -> Form:
 
 
 def _call_args(calls):
-    for sym, (call, args) in calls.items():
+    for sym, (_, args) in calls.items():
         yield sym, sp.Tuple(*args)
 
 

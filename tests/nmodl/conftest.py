@@ -23,8 +23,12 @@ DEMO = neuron_share() / "nrn" / "demo" / "release"
 OWN = pathlib.Path(__file__).parent / "mod"
 
 # Compiled together, once per session: NEURON's demo channels and our own files.
-COMPILED = [DEMO / "khhchan.mod", DEMO / "nachan.mod", OWN / "hhns.mod",
-            OWN / "traub.mod"]  # fmt: skip
+COMPILED = [
+    DEMO / "khhchan.mod",
+    DEMO / "nachan.mod",
+    OWN / "hhns.mod",
+    OWN / "traub.mod",
+]
 
 
 @pytest.fixture(scope="session")

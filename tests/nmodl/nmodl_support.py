@@ -19,8 +19,11 @@ class FakeEnv:
     """What a mechanism sees of a model (for calling its methods directly):
     `celsius`, geometry, and NEURON's default ions."""
 
-    DEFAULTS = {"na": (50.0, 10.0, 140.0), "k": (-77.0, 54.4, 2.5),
-                "ca": (132.4579341637009, 5e-5, 2.0)}  # fmt: skip
+    DEFAULTS = {
+        "na": (50.0, 10.0, 140.0),
+        "k": (-77.0, 54.4, 2.5),
+        "ca": (132.4579341637009, 5e-5, 2.0),
+    }
 
     def __init__(self, n, dtype=jnp.float64, celsius=6.3):
         self.celsius = jnp.asarray(celsius, dtype)
@@ -44,15 +47,27 @@ def per_compartment(mech, n, dtype=jnp.float64):
 STEP = dict(amplitude=0.15, delay=2.0, duration=20.0)
 
 
-def run_ours(cells, *, t_stop=30.0, dt=0.025, celsius=6.3, dtype=jnp.float64,
-             solver=so.BackwardEuler()):  # fmt: skip
+def run_ours(
+    cells,
+    *,
+    t_stop=30.0,
+    dt=0.025,
+    celsius=6.3,
+    dtype=jnp.float64,
+    solver=so.BackwardEuler(),
+):
     """One model, one simulation: per name in `cells`, a compartment (L = diam
     = 20 µm) with the mechanisms `cells[name]` and a step current (`STEP`).
     Returns `(t, {name: v})` as NumPy arrays (ms, mV)."""
     built, stimuli, recordings = [], [], []
     for name, mechanisms in cells.items():
-        built.append(so.Cell(name, [so.Section("soma", 20.0, 20.0, 1)],
-                             [so.Insert(m) for m in mechanisms]))  # fmt: skip
+        built.append(
+            so.Cell(
+                name,
+                [so.Section("soma", 20.0, 20.0, 1)],
+                [so.Insert(m) for m in mechanisms],
+            )
+        )
         site = so.Site(name, "soma", 0.5)
         stimuli.append(so.StepCurrent(site, **STEP))
         recordings.append(so.Recording(name, site))
@@ -80,8 +95,11 @@ def run_neuron(h, cells, *, t_stop=30.0, dt=0.025, celsius=6.3):
                 if hasattr(h, f"usetable_{suffix}"):
                     setattr(h, f"usetable_{suffix}", 0)
             ic = h.IClamp(sec(0.5))
-            ic.amp, ic.delay, ic.dur = (STEP["amplitude"], STEP["delay"],
-                                        STEP["duration"])  # fmt: skip
+            ic.amp, ic.delay, ic.dur = (
+                STEP["amplitude"],
+                STEP["delay"],
+                STEP["duration"],
+            )
             clamps.append(ic)
             vecs[name] = h.Vector()
             vecs[name].record(sec(0.5)._ref_v)

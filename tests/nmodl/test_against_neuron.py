@@ -40,15 +40,20 @@ def mechs():
 @pytest.fixture(scope="module")
 def traces(mechs, nrn_compiled):
     h = nrn_compiled
-    _, ours = run_ours({
-        "hhns": [mechs["hhns"]()],
-        "traub": [mechs["traub"](), so.HH()],
-        "traub_exact": [mechs["traub_exact"](), so.HH()],
-    })  # fmt: skip
-    _, nrn = run_neuron(h, {
-        "hhns": [("hhns", {})],
-        "traub": [("traub", {}), ("hh", {})],
-    })  # fmt: skip
+    _, ours = run_ours(
+        {
+            "hhns": [mechs["hhns"]()],
+            "traub": [mechs["traub"](), so.HH()],
+            "traub_exact": [mechs["traub_exact"](), so.HH()],
+        }
+    )
+    _, nrn = run_neuron(
+        h,
+        {
+            "hhns": [("hhns", {})],
+            "traub": [("traub", {}), ("hh", {})],
+        },
+    )
     return ours, nrn
 
 
@@ -68,18 +73,24 @@ def test_derivimplicit_is_neurons_implicit_euler(traces):
 
 def test_gradient_wrt_imported_parameters_matches_finite_differences(mechs):
     """d(mean v over 10 ms)/d(gnabar, gkbar, el) of an imported `hhns`, float64."""
-    cell = so.Cell("c", [so.Section("soma", 20.0, 20.0, 1)], [so.Insert(mechs["hhns"]())])
+    cell = so.Cell(
+        "c", [so.Section("soma", 20.0, 20.0, 1)], [so.Insert(mechs["hhns"]())]
+    )
     site = so.Site("c", "soma", 0.5)
-    model = so.build([cell], [so.StepCurrent(site, 0.15, 1.0, 10.0)],
-                     [so.Recording("v", site)])  # fmt: skip
+    model = so.build(
+        [cell], [so.StepCurrent(site, 0.15, 1.0, 10.0)], [so.Recording("v", site)]
+    )
 
     def loss(p):
         m = eqx.tree_at(
-            lambda m: (m.mechanisms[0].mechanism.gnabar,
-                       m.mechanisms[0].mechanism.gkbar,
-                       m.mechanisms[0].mechanism.el),
-            model, (p[0:1], p[1:2], p[2:3]),
-        )  # fmt: skip
+            lambda m: (
+                m.mechanisms[0].mechanism.gnabar,
+                m.mechanisms[0].mechanism.gkbar,
+                m.mechanisms[0].mechanism.el,
+            ),
+            model,
+            (p[0:1], p[1:2], p[2:3]),
+        )
         sim = so.simulate(m, 10.0, 0.025, solver=so.BackwardEuler())
         return jnp.mean(sim.recordings["v"])
 

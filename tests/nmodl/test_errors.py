@@ -24,40 +24,94 @@ def load(tmp_path, body, name="snip.mod", head=HEAD):
 
 # (body after HEAD, construct in the message, line, words in the message)
 CASES = {
-    "verbatim": ("BREAKPOINT {\n  i = g*v\nVERBATIM\n  x = 1;\nENDVERBATIM\n}\n",
-                 "VERBATIM", 10, "C code"),
-    "kinetic": ("STATE { a b }\nBREAKPOINT { SOLVE k METHOD sparse i = g*v }\n"
-                "KINETIC k {\n  ~ a <-> b (1, 2)\n}\n", "KINETIC", 10, "not supported"),
-    "net_receive": ("BREAKPOINT { i = g*v }\nNET_RECEIVE (w) {\n  i = w\n}\n",
-                    "NET_RECEIVE", 9, "SUFFIX"),
-    "random": ("BREAKPOINT {\n  i = g*v*normrand(0, 1)\n}\n", "normrand()", 9,
-               "random numbers"),
-    "while": ("BREAKPOINT {\n  i = 0\n  while (i < 1) { i = i + 1 }\n}\n", "while",
-              10, "loops"),
-    "undeclared": ("BREAKPOINT {\n  i = g*(v - erev)\n}\n", "variable", 9,
-                   "erev is not declared"),
-    "unknown_function": ("BREAKPOINT {\n  i = g*foo(v)\n}\n", "foo()", 9,
-                         "neither a built-in"),
+    "verbatim": (
+        "BREAKPOINT {\n  i = g*v\nVERBATIM\n  x = 1;\nENDVERBATIM\n}\n",
+        "VERBATIM",
+        10,
+        "C code",
+    ),
+    "kinetic": (
+        "STATE { a b }\nBREAKPOINT { SOLVE k METHOD sparse i = g*v }\n"
+        "KINETIC k {\n  ~ a <-> b (1, 2)\n}\n",
+        "KINETIC",
+        10,
+        "not supported",
+    ),
+    "net_receive": (
+        "BREAKPOINT { i = g*v }\nNET_RECEIVE (w) {\n  i = w\n}\n",
+        "NET_RECEIVE",
+        9,
+        "SUFFIX",
+    ),
+    "random": (
+        "BREAKPOINT {\n  i = g*v*normrand(0, 1)\n}\n",
+        "normrand()",
+        9,
+        "random numbers",
+    ),
+    "while": (
+        "BREAKPOINT {\n  i = 0\n  while (i < 1) { i = i + 1 }\n}\n",
+        "while",
+        10,
+        "loops",
+    ),
+    "undeclared": (
+        "BREAKPOINT {\n  i = g*(v - erev)\n}\n",
+        "variable",
+        9,
+        "erev is not declared",
+    ),
+    "unknown_function": (
+        "BREAKPOINT {\n  i = g*foo(v)\n}\n",
+        "foo()",
+        9,
+        "neither a built-in",
+    ),
     "dt": ("BREAKPOINT {\n  i = g*v*dt\n}\n", "dt", 9, "not available"),
-    "method": ("STATE { a }\nBREAKPOINT {\n  SOLVE s METHOD runge\n  i = g*a*v\n}\n"
-               "DERIVATIVE s { a' = -a }\n", "SOLVE", 10, "METHOD runge"),
-    "no_equation": ("STATE { a b }\nBREAKPOINT {\n  SOLVE s METHOD cnexp\n"
-                    "  i = g*a*v\n}\nDERIVATIVE s { a' = -a }\n", "STATE", 8,
-                    "b has no equation"),
+    "method": (
+        "STATE { a }\nBREAKPOINT {\n  SOLVE s METHOD runge\n  i = g*a*v\n}\n"
+        "DERIVATIVE s { a' = -a }\n",
+        "SOLVE",
+        10,
+        "METHOD runge",
+    ),
+    "no_equation": (
+        "STATE { a b }\nBREAKPOINT {\n  SOLVE s METHOD cnexp\n"
+        "  i = g*a*v\n}\nDERIVATIVE s { a' = -a }\n",
+        "STATE",
+        8,
+        "b has no equation",
+    ),
     "array": ("ASSIGNED { x[3] }\nBREAKPOINT { i = g*v }\n", "array", 8, "array"),
-    "assign_v": ("BREAKPOINT {\n  v = 3\n  i = g*v\n}\n", "assignment", 9,
-                 "v cannot be assigned"),
-    "unit_factor": ("UNITS {\n  X = (furlong) (mile)\n}\nBREAKPOINT { i = g*v*X }\n",
-                    "UNITS", 9, "not known"),
+    "assign_v": (
+        "BREAKPOINT {\n  v = 3\n  i = g*v\n}\n",
+        "assignment",
+        9,
+        "v cannot be assigned",
+    ),
+    "unit_factor": (
+        "UNITS {\n  X = (furlong) (mile)\n}\nBREAKPOINT { i = g*v*X }\n",
+        "UNITS",
+        9,
+        "not known",
+    ),
     "syntax": ("BREAKPOINT {\n  i = = g\n}\n", "syntax", 9, "syntax error"),
-    "steadystate": ("STATE { a }\nINITIAL {\n  SOLVE s STEADYSTATE sparse\n}\n"
-                    "BREAKPOINT { SOLVE s METHOD cnexp i = g*a*v }\n"
-                    "DERIVATIVE s { a' = -a*a + 1 }\n", "SOLVE STEADYSTATE", 10,
-                    "not linear"),
-    "equation_in_if": ("STATE { a }\nBREAKPOINT { SOLVE s METHOD cnexp i = g*a*v }\n"
-                       "DERIVATIVE s {\n  if (v > 0) {\n    a' = -a\n  }\n}\n",
-                       "x' =", 12, "inside if"),
-}  # fmt: skip
+    "steadystate": (
+        "STATE { a }\nINITIAL {\n  SOLVE s STEADYSTATE sparse\n}\n"
+        "BREAKPOINT { SOLVE s METHOD cnexp i = g*a*v }\n"
+        "DERIVATIVE s { a' = -a*a + 1 }\n",
+        "SOLVE STEADYSTATE",
+        10,
+        "not linear",
+    ),
+    "equation_in_if": (
+        "STATE { a }\nBREAKPOINT { SOLVE s METHOD cnexp i = g*a*v }\n"
+        "DERIVATIVE s {\n  if (v > 0) {\n    a' = -a\n  }\n}\n",
+        "x' =",
+        12,
+        "inside if",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -79,8 +133,11 @@ def test_pointer(tmp_path):
 
 def test_point_process(tmp_path):
     head = "NEURON {\n  POINT_PROCESS Syn\n  NONSPECIFIC_CURRENT i\n}\n"
-    with pytest.raises(NmodlError, match=r"pp\.mod:2: POINT_PROCESS: Syn: point "
-                       "processes are not supported yet"):  # fmt: skip
+    with pytest.raises(
+        NmodlError,
+        match=r"pp\.mod:2: POINT_PROCESS: Syn: point "
+        "processes are not supported yet",
+    ):
         load(tmp_path, "ASSIGNED { i }\nBREAKPOINT { i = 0 }\n", "pp.mod", head)
 
 
@@ -101,9 +158,7 @@ def test_duplicate_suffix_names_both_files(tmp_path):
     b.write_text(HEAD + body)
     with pytest.raises(NmodlError) as e:
         load_nmodl([a, b])
-    assert str(e.value) == (
-        f"{b}:2: SUFFIX: snip is also defined in {a}"
-    )
+    assert str(e.value) == (f"{b}:2: SUFFIX: snip is also defined in {a}")
 
 
 def test_folder_and_table_accepted(tmp_path):

@@ -47,7 +47,9 @@ def test_hh_kinetics_match_builtin(mechs, celsius):
     i1 = ours.current(V, s1, env)
     assert set(i1) == {"na", "k", "nonspecific"}
     total = i1["na"] + i1["k"] + i1["nonspecific"]
-    np.testing.assert_allclose(total, so.HH().current(V, s2, env), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(
+        total, so.HH().current(V, s2, env), rtol=1e-13, atol=1e-15
+    )
 
 
 def test_forms_and_metadata(mechs):
@@ -85,12 +87,14 @@ def test_parameters_are_fields(mechs):
 @pytest.fixture(scope="module")
 def traces(mechs):
     """One simulation of four compartments: imported vs built-in."""
-    return run_ours({
-        "pas_import": [mechs["pas"](g=0.002, e=-60.0)],
-        "pas": [so.Passive(g=0.002, e=-60.0)],
-        "hhns": [mechs["hhns"]()],
-        "hh": [so.HH()],
-    })[1]  # fmt: skip
+    return run_ours(
+        {
+            "pas_import": [mechs["pas"](g=0.002, e=-60.0)],
+            "pas": [so.Passive(g=0.002, e=-60.0)],
+            "hhns": [mechs["hhns"]()],
+            "hh": [so.HH()],
+        }
+    )[1]
 
 
 def test_passive_trace_equals_builtin(traces):

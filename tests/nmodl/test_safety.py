@@ -12,11 +12,30 @@ from nmodl_support import FakeEnv, per_compartment
 from stable_ode.nmodl import load_nmodl
 
 
-FILES = [MODFILE / "hh.mod", MODFILE / "passive.mod", DEMO / "khhchan.mod",
-         DEMO / "nachan.mod", DEMO / "cachan1.mod", OWN / "hhns.mod",
-         OWN / "traub.mod"]  # fmt: skip
-HOSTILE = [-2000.0, -500.0, -200.0, -55.0, -45.0, -40.0, -30.0, -20.0, -18.0,
-           0.0, 40.0, 200.0, 500.0]  # fmt: skip
+FILES = [
+    MODFILE / "hh.mod",
+    MODFILE / "passive.mod",
+    DEMO / "khhchan.mod",
+    DEMO / "nachan.mod",
+    DEMO / "cachan1.mod",
+    OWN / "hhns.mod",
+    OWN / "traub.mod",
+]
+HOSTILE = [
+    -2000.0,
+    -500.0,
+    -200.0,
+    -55.0,
+    -45.0,
+    -40.0,
+    -30.0,
+    -20.0,
+    -18.0,
+    0.0,
+    40.0,
+    200.0,
+    500.0,
+]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +80,7 @@ def test_hostile(mechs, dtype):
 
     def loss(all_mechs, v):
         total = jnp.zeros((), dtype)
-        for name, mech in all_mechs.items():
+        for mech in all_mechs.values():
             _, _, _, cur = _step_and_current(mech, v, env)
             total = total + sum(jnp.sum(x) for x in jax.tree_util.tree_leaves(cur))
         return total
@@ -87,7 +106,7 @@ def test_singularities_exact_and_smooth(mechs):
     for dtype, eps, tol in ((jnp.float64, 1e-6, 1e-6), (jnp.float32, 1e-2, 5e-3)):
         v = jnp.asarray((points[:, None] + np.array([-eps, 0.0, eps])).ravel(), dtype)
 
-        def rates(v):
+        def rates(v, dtype=dtype):
             m = _vars(mechs["traub"], v, dtype)
             ns["pr_rates"](m, v)
             return jnp.stack([m.am, m.bm, m.ah, m.bh])
