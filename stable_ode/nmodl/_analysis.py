@@ -138,3 +138,74 @@ class StateDependence:
                 self.subst.pop(t, None)
                 if self.deps[t]:
                     self.opaque.add(t)
+
+
+def _exposed(body, local, fx_exposed, written, on_read):
+    """Walk `body` in order: `on_read(name, line)` for each read of a
+    mechanism-level name not in `written` (updated in place with writes)."""
+    for s in body:
+        line = getattr(s, "line", None)
+        if isinstance(s, ir.Local):
+            local |= set(s.names)
+            continue
+        for e in _exprs(s):
+            for n in names_in(e) - local:
+                if n not in written:
+                    on_read(n, line)
+            for f in calls_in(e):
+                if f in fx_exposed:
+                    for n in fx_exposed[f][0] - written:
+                        on_read(n, line)
+                    written |= fx_exposed[f][1]
+        if isinstance(s, ir.Assign) and s.target not in local:
+            written.add(s.target)
+        if isinstance(s, ir.If):
+            before = set(written)
+            w1, w2 = set(before), set(before)
+            _exposed(s.body, set(local), fx_exposed, w1, on_read)
+            _exposed(s.orelse, set(local), fx_exposed, w2, on_read)
+            written |= w1 | w2
+
+
+def exposed_reads(module: ir.Module, fx) -> dict[str, tuple[set[str], set[str]]]:
+    """For every callable: `(reads before its own writes, writes)`, over
+    mechanism-level names, through the callables it calls."""
+    out: dict[str, tuple[set[str], set[str]]] = {}
+
+    def visit(name, stack=()):
+        if name in out:
+            return out[name]
+        if name in stack:
+            return set(), set()
+        c = module.callables[name]
+        local = set(c.params) | {name}
+        for callee in _callees(c.body) & set(module.callables):
+            visit(callee, stack + (name,))
+        reads: set[str] = set()
+        _exposed(c.body, local, out, set(), lambda n, line: reads.add(n))
+        out[name] = (reads, fx[name][1])
+        return out[name]
+
+    for name in module.callables:
+        visit(name)
+    return out
+
+
+def _callees(body) -> set[str]:
+    out = set()
+    for s in walk(body):
+        for e in _exprs(s):
+            out |= calls_in(e)
+    return out
+
+
+def check_reads(module: ir.Module, body, exposed, written, fail) -> None:
+    """`fail(name, line)` for each `ASSIGNED` name `body` reads before anything
+    computes it (`written`: computed before `body` runs)."""
+    watched = set(module.assigned) - set(module.statics)
+
+    def on_read(n, line):
+        if n in watched:
+            fail(n, line)
+
+    _exposed(body, set(), exposed, set(written), on_read)

@@ -3,7 +3,14 @@ DERIVATIVE block (kinetics, right-hand sides, assignments), INITIAL and
 BREAKPOINT, as plain functions of a `Vars` record `m`."""
 
 from . import _ir as ir
-from ._analysis import calls_in, effects, expand, StateDependence
+from ._analysis import (
+    calls_in,
+    check_reads,
+    effects,
+    expand,
+    exposed_reads,
+    StateDependence,
+)
 from ._codegen import Emitter, label_of, py, Scope
 from ._errors import NmodlError
 from ._frontend import NEURON_GLOBALS
@@ -64,6 +71,7 @@ class Source:
                     "STATE",
                     f"{s} has no equation in a DERIVATIVE block solved by BREAKPOINT",
                 )
+        self.check_reads()
         for blk, name in ((mod.initial, "initial"), (bp, "breakpoint")):
             em = self.emitter()
             if blk is not None:
@@ -73,6 +81,41 @@ class Source:
                 em.stmts(blk.body, Scope(owner=blk.kind))
             self.chunks.append(f"def {name}(m):\n" + "\n".join(em.out))
         return "\n\n\n".join(self.chunks) + "\n"
+
+    def check_reads(self):
+        """An `ASSIGNED` read before the block computes it would be NEURON's
+        value left by another block: not reproduced, so an error."""
+        mod = self.module
+        exposed = exposed_reads(mod, self.fx)
+
+        def fail(kind):
+            def f(name, line):
+                self.fail(
+                    line,
+                    "ASSIGNED",
+                    f"{kind} reads {name} before computing "
+                    "it (NEURON would read the value another block left "
+                    "there; stable_ode evaluates each block on its own)",
+                )
+
+            return f
+
+        for blk in self.solved:
+            check_reads(mod, blk.body, exposed, set(), fail(f"DERIVATIVE {blk.name}"))
+        if mod.initial is not None:
+            check_reads(mod, mod.initial.body, exposed, set(), fail("INITIAL"))
+        if mod.breakpoint is not None:
+            body = []
+            for s in mod.breakpoint.body:
+                if isinstance(s, ir.Solve) and s.block in mod.derivatives:
+                    body += [
+                        q
+                        for q in mod.derivatives[s.block].body
+                        if not isinstance(q, ir.DiffEq)
+                    ]
+                else:
+                    body.append(s)
+            check_reads(mod, body, exposed, set(), fail("BREAKPOINT"))
 
     def solved_block(self, s: ir.Solve) -> ir.Block:
         blk = self.module.derivatives.get(s.block)

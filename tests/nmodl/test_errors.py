@@ -3,6 +3,7 @@ file, the line and the construct (snippets written for these tests)."""
 
 import pytest
 
+import stable_ode as so
 from stable_ode.nmodl import load_nmodl, NmodlError
 
 
@@ -111,6 +112,14 @@ CASES = {
         12,
         "inside if",
     ),
+    "read_before_computed": (
+        "STATE { a }\nASSIGNED { tau (ms) }\n"
+        "BREAKPOINT { SOLVE s METHOD cnexp tau = 2 i = g*a*v }\n"
+        "DERIVATIVE s {\n  a' = -a/tau\n}\n",
+        "ASSIGNED",
+        12,
+        "DERIVATIVE s reads tau before computing it",
+    ),
 }
 
 
@@ -159,6 +168,23 @@ def test_duplicate_suffix_names_both_files(tmp_path):
     with pytest.raises(NmodlError) as e:
         load_nmodl([a, b])
     assert str(e.value) == (f"{b}:2: SUFFIX: snip is also defined in {a}")
+
+
+def test_steady_state_initial(tmp_path):
+    """`SOLVE s STEADYSTATE sparse` in INITIAL: each relaxation's `inf`."""
+    import jax.numpy as jnp
+
+    body = (
+        "STATE { a }\nINITIAL { SOLVE s STEADYSTATE sparse }\n"
+        "BREAKPOINT { SOLVE s METHOD cnexp i = g*a*v }\n"
+        "DERIVATIVE s { a' = (1 - a)*exp(v/10) - a }\n"
+    )
+    snip = load(tmp_path, body)["snip"]
+    v = jnp.array([-20.0, 0.0, 30.0])
+    env = so.Environment(celsius=6.3)
+    a = snip(g=jnp.full(3, 0.001)).init_states(v, env)["a"]
+    e = jnp.exp(v / 10)
+    assert jnp.allclose(a, e / (1 + e), rtol=1e-14)
 
 
 def test_folder_and_table_accepted(tmp_path):
