@@ -49,6 +49,7 @@ STEP = dict(amplitude=0.15, delay=2.0, duration=20.0)
 
 def run_ours(
     cells,
+    record=None,
     *,
     t_stop=30.0,
     dt=0.025,
@@ -71,12 +72,14 @@ def run_ours(
         site = so.Site(name, "soma", 0.5)
         stimuli.append(so.StepCurrent(site, **STEP))
         recordings.append(so.Recording(name, site))
+        for var in (record or {}).get(name, ()):
+            recordings.append(so.Recording(f"{name}.{var}", site, variable=var))
     model = so.build(built, stimuli, recordings, celsius=celsius, dtype=dtype)
     sim = so.simulate(model, t_stop, dt, solver=solver)
     return np.asarray(sim.ts), {k: np.asarray(v) for k, v in sim.recordings.items()}
 
 
-def run_neuron(h, cells, *, t_stop=30.0, dt=0.025, celsius=6.3):
+def run_neuron(h, cells, record=None, *, t_stop=30.0, dt=0.025, celsius=6.3):
     """The same compartments in NEURON at `secondorder = 0`: `cells[name]` is a
     list of `(suffix, {parameter: value})`; tables off (`usetable_<suffix> =
     0`) where the file has them. Returns `(t, {name: v})`."""
@@ -103,6 +106,9 @@ def run_neuron(h, cells, *, t_stop=30.0, dt=0.025, celsius=6.3):
             clamps.append(ic)
             vecs[name] = h.Vector()
             vecs[name].record(sec(0.5)._ref_v)
+            for var in (record or {}).get(name, ()):
+                vecs[f"{name}.{var}"] = h.Vector()
+                vecs[f"{name}.{var}"].record(getattr(sec(0.5), f"_ref_{var}"))
         t = h.Vector()
         t.record(h._ref_t, sec=secs[0])
         h.CVode().active(0)
