@@ -24,11 +24,16 @@ OWN = pathlib.Path(__file__).parent / "mod"
 
 # Compiled together, once per session: NEURON's demo channels and our own files.
 COMPILED = [
-    DEMO / "khhchan.mod",
-    DEMO / "nachan.mod",
-    OWN / "hhns.mod",
-    OWN / "traub.mod",
-]
+    DEMO / f
+    for f in (
+        "khhchan.mod",
+        "nachan.mod",
+        "cachan1.mod",
+        "camchan.mod",
+        "capump.mod",
+        "nacaex.mod",
+    )
+] + [OWN / f for f in ("hhns.mod", "traub.mod", "capool.mod")]
 
 
 @pytest.fixture(scope="session")
