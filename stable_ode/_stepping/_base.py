@@ -12,6 +12,7 @@ from jaxtyping import Array, Float
 
 from .._model import MembraneModel, State
 from .._results import RESULTS
+from ..mechanisms._ions import ion_variable
 
 
 class Recorder(eqx.Module):
@@ -21,10 +22,14 @@ class Recorder(eqx.Module):
     with the same recordings compare equal and share their compilation.
 
     **Fields:** `index`, the recorded compartments (`None`: every compartment,
-    saved as `"v"`); `names`, the recordings' names in the same order."""
+    saved as `"v"`); `names`, the recordings' names in the same order;
+    `variables`, what each records (`()`: all `"v"`; else `"v"` or an ion
+    variable such as `"cai"`, computed from the model passed as the solve's
+    `args`)."""
 
     index: tuple[int, ...] | None = eqx.field(static=True)
     names: tuple[str, ...] | None = eqx.field(static=True)
+    variables: tuple[str, ...] = eqx.field(static=True, default=())
 
     @staticmethod
     def of(model: MembraneModel) -> "Recorder":
@@ -32,14 +37,39 @@ class Recorder(eqx.Module):
         if not recs:
             return Recorder(None, None)
         return Recorder(
-            tuple(int(i) for _, i in recs), tuple(str(name) for name, _ in recs)
+            tuple(int(i) for _, i in recs),
+            tuple(str(name) for name, _ in recs),
+            tuple(model.layout.recording_variables),
         )
 
     def __call__(self, t, y, args):
-        del t, args
+        del t
         if self.index is None:
             return y.v
-        return y.v[np.asarray(self.index)]
+        if not self.variables:
+            return y.v[np.asarray(self.index)]
+        return self._variables(args, y)
+
+    def _variables(self, model: MembraneModel, y):
+        """The recorded variables at state `y` of `model` (the solve's `args`)."""
+        if not isinstance(model, MembraneModel):
+            raise ValueError(
+                "recording ion variables needs the model as the solve's args"
+            )
+        names = [ion.name for ion in model.ions]
+        need_current = any(
+            (ion_variable(var, names) or ("", ""))[0] == "current"
+            for var in self.variables
+        )
+        views = model.ion_views(y.v, y.groups, currents=need_current)
+        cols = []
+        for var, i in zip(self.variables, self.index):
+            if var == "v":
+                cols.append(y.v[i])
+            else:
+                kind, ion = ion_variable(var, names)
+                cols.append(getattr(views[ion], kind)[i])
+        return jnp.stack(cols)
 
     def split(self, saved: Float[Array, "nsave nrec"]) -> dict:
         """The saved array as `{name: samples}` (`{"v": saved}` for all)."""

@@ -154,6 +154,38 @@ class Insert(eqx.Module):
             seen.add(s)
 
 
+def _check_ions(owner, ions, positions, names):
+    """`Cell.ions`: `IonSetting`s naming sections of the cell, with finite values
+    (concentrations > 0)."""
+    from ..mechanisms._ions import IonSetting
+
+    for m, st in enumerate(ions):
+        if not isinstance(st, IonSetting):
+            raise InvalidArgument(
+                owner, f"ions[{m}]", f"expected an IonSetting, got {st!r}"
+            )
+        for k, sec in enumerate(st.sections or ()):
+            if sec not in positions:
+                raise InvalidArgument(
+                    owner,
+                    f"ions[{m}].sections[{k}]",
+                    f"unknown section {sec!r}{_suggest(sec, names)}: not a "
+                    f"section of this cell (sections: {_listing(names)})",
+                )
+        for key in ("inside", "outside", "reversal"):
+            x = getattr(st, key)
+            if x is None:
+                continue
+            ok = isinstance(x, (int, float)) and math.isfinite(x)
+            if ok and key != "reversal":
+                ok = x > 0
+            if not ok:
+                what = "a finite number" if key == "reversal" else "a number > 0"
+                raise InvalidArgument(
+                    owner, f"ions[{m}].{key}", f"must be {what}, got {x!r}"
+                )
+
+
 class _Positions(dict):
     """Section name → position in `Cell.sections`; hashable (by its names), so that
     a `Cell` stays hashable with it as a static field."""
@@ -202,6 +234,8 @@ class Cell(eqx.Module):
     - `mechanisms`: `Insert`s, naming sections of this cell.
     - `axial_resistivity`: Ω·cm (NEURON's `Ra`, default 35.4), > 0.
     - `capacitance`: µF/cm² (NEURON's `cm`, default 1.0), > 0.
+    - `ions`: `IonSetting`s, per-section overrides of the model's ion settings
+      (initial concentrations, fixed reversal potentials); later entries win.
 
     **Raises:** `InvalidArgument` (a `ValueError`) naming the argument at fault, e.g.
     `sections[2].parent` for a parent that is not a section of the cell. The
@@ -213,6 +247,7 @@ class Cell(eqx.Module):
     mechanisms: tuple[Insert, ...] = ()
     axial_resistivity: float = 35.4
     capacitance: float = 1.0
+    ions: tuple = eqx.field(static=True, default=())
     _positions: _Positions = eqx.field(static=True, repr=False)
 
     def __init__(
@@ -222,12 +257,14 @@ class Cell(eqx.Module):
         mechanisms: Sequence[Insert] = (),
         axial_resistivity: float = 35.4,
         capacitance: float = 1.0,
+        ions: Sequence = (),
     ):
         self.name = name
         self.sections = tuple(sections)
         self.mechanisms = tuple(mechanisms)
         self.axial_resistivity = axial_resistivity
         self.capacitance = capacitance
+        self.ions = tuple(ions)
         self._positions = _Positions()
         for i, s in enumerate(self.sections):
             self._positions.setdefault(s.name, i)
@@ -279,6 +316,7 @@ class Cell(eqx.Module):
                         f"unknown section {sec!r}{_suggest(sec, names)}: not a "
                         f"section of this cell (sections: {_listing(names)})",
                     )
+        _check_ions(owner, self.ions, positions, names)
         _positive(owner, "axial_resistivity", self.axial_resistivity)
         _positive(owner, "capacitance", self.capacitance)
         ra = self.axial_resistivity
