@@ -170,6 +170,28 @@ def test_duplicate_suffix_names_both_files(tmp_path):
     assert str(e.value) == (f"{b}:2: SUFFIX: snip is also defined in {a}")
 
 
+def test_useion_of_an_unknown_ion_without_valence(tmp_path):
+    head = "NEURON {\n  SUFFIX clleak\n  USEION cl READ ecl WRITE icl\n}\n"
+    body = (
+        "ASSIGNED { v (mV) ecl (mV) icl (mA/cm2) }\n"
+        "BREAKPOINT { icl = 1e-3*(v - ecl) }\n"
+    )
+    mech = load(tmp_path, body, "cl.mod", head)["clleak"]
+    cell = so.Cell("c", [so.Section("s", 10.0, 10.0, 1)], [so.Insert(mech())])
+    with pytest.raises(
+        ValueError,
+        match=r"ion 'cl' \(used by \['clleak'\]\) has no "
+        "valence",
+    ):
+        so.build([cell])
+    # the model may give it
+    so.build([cell], ions={"cl": so.IonSpecies(valence=-1)})
+    # or the file
+    head = head.replace("WRITE icl", "WRITE icl VALENCE -1")
+    mech = load(tmp_path, body, "cl.mod", head)["clleak"]
+    assert mech.ions[0].valence == -1
+
+
 def test_steady_state_initial(tmp_path):
     """`SOLVE s STEADYSTATE sparse` in INITIAL: each relaxation's `inf`."""
     import jax.numpy as jnp

@@ -2,6 +2,8 @@
 `hhns.mod` (HH in alpha/beta form with nonspecific currents), without NEURON
 running: against the built-in `HH` and `Passive`."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -76,7 +78,7 @@ def test_parameters_are_fields(mechs):
     assert hh(gnabar=0.2).gnabar == 0.2
     with pytest.raises(TypeError):
         hh(ena=50.0)  # an ion variable, not a parameter
-    assert set(mechs["pas"]().__dataclass_fields__) == {"g", "e"}
+    assert {f.name for f in dataclasses.fields(mechs["pas"]())} == {"g", "e"}
     # after build: one trainable value per compartment
     cell = so.Cell("c", [so.Section("s", 100.0, 2.0, 5)], [so.Insert(mechs["pas"]())])
     model = so.build([cell])
@@ -92,6 +94,7 @@ def traces(mechs):
             "pas_import": [mechs["pas"](g=0.002, e=-60.0)],
             "pas": [so.Passive(g=0.002, e=-60.0)],
             "hhns": [mechs["hhns"]()],
+            "hh_import": [mechs["hh"]()],
             "hh": [so.HH()],
         }
     )[1]
@@ -109,6 +112,26 @@ def test_hhns_trace_equals_builtin_hh(traces):
     v, v2 = traces["hhns"], traces["hh"]
     assert np.max(v2) > 20.0
     np.testing.assert_allclose(v, v2, rtol=0, atol=1e-10)
+
+
+def test_hh_trace_equals_builtin_hh(traces):
+    """NEURON's `hh.mod`, imported, gives the built-in `HH`'s trace to rounding
+    (measured: 4e-13 mV on spikes of ~100 mV; the rate `1/mtau` is formed as
+    `1/(1/(q10·(alpha + beta)))`, not `q10·(alpha + beta)`)."""
+    v, v2 = traces["hh_import"], traces["hh"]
+    np.testing.assert_allclose(v, v2, rtol=0, atol=1e-10 * np.max(np.abs(v2)))
+
+
+def test_docs_example_runs():
+    """The example at the top of docs/nmodl.md runs as written."""
+    import pathlib
+    import re
+
+    page = pathlib.Path(__file__).parents[2] / "docs" / "nmodl.md"
+    code = re.search(r"```python\n(.*?)```", page.read_text(), re.S).group(1)
+    namespace = {}
+    exec(compile(code, str(page), "exec"), namespace)
+    assert np.max(np.asarray(namespace["sim"].recordings["v"])) > 20.0
 
 
 def test_jit_and_grad_through_imported(mechs):
