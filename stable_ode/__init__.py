@@ -68,7 +68,6 @@ from .mechanisms.synapses import (
     GapJunction as GapJunction,
     IonotropicSynapse as IonotropicSynapse,
 )
-from .nmodl import load_nmodl as load_nmodl
 from .morphology import (
     Cell as Cell,
     Insert as Insert,
@@ -76,6 +75,7 @@ from .morphology import (
     save_swc as save_swc,
     Section as Section,
 )
+from .nmodl import load_nmodl as load_nmodl
 
 
 __version__ = "0.1.0"
