@@ -25,9 +25,13 @@ from ._errors import NmodlError
 from ._symbolic import singular_ratio
 
 
+_VARS_METHODS = {"copy", "restore"}
+
+
 def py(name: str) -> str:
-    """An NMODL name as a Python identifier (keywords get a trailing `_`)."""
-    return name + "_" if keyword.iskeyword(name) else name
+    """An NMODL name as a Python attribute of a `Vars` record (keywords and
+    `Vars`' own method names get a trailing `_`)."""
+    return name + "_" if keyword.iskeyword(name) or name in _VARS_METHODS else name
 
 
 _MATH = {

@@ -217,3 +217,63 @@ def test_folder_and_table_accepted(tmp_path):
     load(tmp_path, body)
     mechs = load_nmodl(tmp_path)
     assert list(mechs) == ["snip"] and mechs["snip"].nmodl.tables == ("f",)
+
+
+def test_features(tmp_path):
+    """GLOBAL and keyword-named parameters, CONSTANT, unit factors (NEURON 9's
+    FARADAY and R), diam and area (µm²), celsius, if / else if / else, a
+    PROCEDURE writing ASSIGNEDs, a FUNCTION whose branch is chosen by a
+    constant argument, names clashing with Python: each as NEURON means it."""
+    import jax.numpy as jnp
+    from nmodl_support import FakeEnv, per_compartment
+
+    text = """NEURON {
+  SUFFIX feat
+  NONSPECIFIC_CURRENT i
+  RANGE lambda, copy
+  GLOBAL k
+}
+UNITS { FARADAY = (faraday) (coulomb) R = (k-mole) (joule/degC) }
+CONSTANT { c0 = 2 }
+PARAMETER { lambda = 0.5  k = 3 (1)  copy = 1 }
+ASSIGNED { v (mV) i (mA/cm2) diam (um) area (um2) celsius (degC) a b }
+BREAKPOINT {
+  setab(v)
+  i = a + b*f(v, 0) + f(v, 1) + lambda*k*c0 + copy
+}
+PROCEDURE setab(x) {
+  if (x < -50) {
+    a = 1
+  } else if (x < 0) {
+    a = 2
+  } else {
+    a = 3
+  }
+  b = FARADAY/R*diam/area*celsius
+}
+FUNCTION f(x, j) {
+  if (j == 0) {
+    f = x
+  } else {
+    f = -x
+  }
+}
+"""
+    (tmp_path / "feat.mod").write_text(text)
+    feat = load_nmodl(tmp_path / "feat.mod")["feat"]
+    assert feat().lambda_ == 0.5 and feat().copy == 1.0 and feat().k == 3.0
+    v = jnp.array([-70.0, -10.0, 20.0])
+    env = FakeEnv(3, celsius=16.3)
+    i = per_compartment(feat(), 3).current(v, {}, env)
+    area_um2 = env.area * 1e8
+    b = 96485.33212331001 / 8.31446261815324 * env.diam / area_um2 * 16.3
+    a = jnp.array([1.0, 2.0, 3.0])
+    expect = a + b * v - v + 0.5 * 3 * 2 + 1
+    assert jnp.allclose(i, expect, rtol=1e-14)
+    # the branch on the constant argument is taken statically: no select
+    import jax
+
+    f = feat.nmodl.functions["fn_f"]
+    jaxpr = str(jax.make_jaxpr(lambda x: f(None, x, 0.0))(v))
+    assert "select" not in jaxpr
+    assert "select" in str(jax.make_jaxpr(lambda x, j: f(None, x, j))(v, v))
