@@ -273,7 +273,9 @@ FUNCTION f(x, j) {
     # the branch on the constant argument is taken statically: no select
     import jax
 
+    from stable_ode.nmodl._runtime import Vars
+
     f = feat.nmodl.functions["fn_f"]
-    jaxpr = str(jax.make_jaxpr(lambda x: f(None, x, 0.0))(v))
+    jaxpr = str(jax.make_jaxpr(lambda x: f(Vars(), x, 0.0))(v))
     assert "select" not in jaxpr
-    assert "select" in str(jax.make_jaxpr(lambda x, j: f(None, x, j))(v, v))
+    assert "select" in str(jax.make_jaxpr(lambda x, j: f(Vars(), x, j))(v, v))
