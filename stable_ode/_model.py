@@ -40,6 +40,7 @@ from .morphology._discretise import (
     CompartmentInfo,
     discretise,
 )
+from .morphology._geometry import compartment_diameters
 
 
 @dataclass(frozen=True)
@@ -118,15 +119,27 @@ class MembraneModel(eqx.Module):
         return self.mechanisms + self.synapses
 
     def kinetics(
-        self, v: Float[Array, " ncomp"], states: tuple[dict[str, Array], ...] | dict
+        self,
+        v: Float[Array, " ncomp"],
+        states: tuple[dict[str, Array], ...] | dict,
+        current_v: Float[Array, " ncomp"] | None = None,
     ) -> tuple[dict[str, AbstractKinetics], ...] | dict:
         """Every group's kinetics at voltages `v` (mV) and group states `states`
-        (`State.groups`), as a tuple in the same order."""
+        (`State.groups`), as a tuple in the same order.
+
+        The ion currents that mechanisms read (`IonView.current`, NEURON's
+        `ica` seen by a calcium pool) are evaluated at `current_v` (default
+        `v`): `BackwardEuler` passes the step's initial voltage, as NEURON
+        updates states with the currents of the start of its step."""
         if not self.ions:
             return group_states(
                 g.kinetics(self, v, x) for g, x in zip(self.groups, states)
             )
-        views = self.ion_views(v, states, currents=reads_current(self))
+        views = self.ion_views(
+            v if current_v is None else current_v,
+            states,
+            currents=reads_current(self),
+        )
         return group_states(
             g.kinetics(self, v, x, views) if _ionic(g) else g.kinetics(self, v, x)
             for g, x in zip(self.groups, states)
@@ -275,7 +288,7 @@ def build(
         for sec in cell.sections:
             start = offsets[cell.name][sec.name]
             stop = start + sec.n_compartments
-            diameter[start:stop] = sec.diameter
+            diameter[start:stop] = compartment_diameters(sec)
             length[start:stop] = sec.length / sec.n_compartments
             sections.append((cell.name, sec, start))
 

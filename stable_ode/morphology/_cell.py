@@ -18,6 +18,7 @@ import equinox as eqx
 
 from .._errors import concrete_number, InvalidArgument
 from ..mechanisms import AbstractMechanism
+from . import _geometry
 
 
 def _suggest(name: str, choices) -> str:
@@ -36,21 +37,38 @@ def _positive(owner: str, argument: str, x) -> None:
 
 
 class Section(eqx.Module):
-    """An unbranched cylinder cut into `n_compartments` equal compartments.
+    """An unbranched section cut into `n_compartments` compartments of equal
+    length: a cylinder of `length` and `diameter`, or a chain of frusta through
+    3-D `points`.
 
     **Arguments:**
 
     - `name`: unique within its cell.
-    - `length`: µm, > 0.
-    - `diameter`: µm, > 0.
+    - `length`: µm, > 0 (NEURON's `L`). Not given with `points`.
+    - `diameter`: µm, > 0 (NEURON's `diam`). Not given with `points`.
     - `n_compartments`: ≥ 1 (NEURON's `nseg`).
     - `parent`: name of the section whose point `parent_position` this section's
       0 end attaches to; `None` for the root.
     - `parent_position`: in [0, 1] (default 1.0, NEURON's default).
+    - `points` (keyword only): 3-D points `(x, y, z, diam)`, µm, from the 0 end to
+      the 1 end (NEURON's `pt3dadd`), at least two, finite, diameters ≥ 0. The
+      diameter varies linearly along the arc between consecutive points, and
+      each compartment's membrane area (slant included) and the axial
+      resistances of its two halves are integrated over the frusta it spans,
+      exactly as NEURON's `area()` and `ri()` (the morphology guide, "Sections
+      from 3-D points", has the details). Only an end point may have zero
+      diameter, and the 0 end only on the root section: a zero diameter
+      elsewhere would cut the axial path. The section's `length` is then its
+      arc length (NEURON's `L`) and its `diameter` the mean diameter over its
+      arc length (the mean of NEURON's `seg.diam` over its compartments); both
+      are computed, not given. As in NEURON, which stores 3-D points in single
+      precision, the geometry is computed from the points rounded to float32
+      (`points` keeps the values given).
 
-    **Raises:** `InvalidArgument` (a `ValueError`) naming the argument if a value is
-    out of range, or if the geometry is too extreme for its compartments' area
-    (cm²) and axial resistance to be finite, non-zero float64 numbers.
+    **Raises:** `InvalidArgument` (a `ValueError`) naming the argument (for a bad
+    point `points[i]`) if a value is out of range, or if the geometry is too
+    extreme for its compartments' area (cm²) and axial resistance to be finite,
+    non-zero float64 numbers.
     """
 
     name: str
@@ -59,6 +77,52 @@ class Section(eqx.Module):
     n_compartments: int = 1
     parent: str | None = None
     parent_position: float = 1.0
+    points: tuple[tuple[float, float, float, float], ...] | None = eqx.field(
+        default=None, static=True
+    )
+
+    def __init__(
+        self,
+        name: str,
+        length: float | None = None,
+        diameter: float | None = None,
+        n_compartments: int = 1,
+        parent: str | None = None,
+        parent_position: float = 1.0,
+        *,
+        points: Sequence[Sequence[float]] | None = None,
+    ):
+        self.name = name
+        self.n_compartments = n_compartments
+        self.parent = parent
+        self.parent_position = parent_position
+        owner = f"Section {name!r}"
+        if points is None:
+            missing = "is required (or give 3-D points=...)"
+            if length is None:
+                raise InvalidArgument(owner, "length", missing)
+            if diameter is None:
+                raise InvalidArgument(owner, "diameter", missing)
+            self.length, self.diameter, self.points = length, diameter, None
+            return
+        try:
+            pts = _geometry.as_points(points)
+        except ValueError as e:
+            argument, problem = str(e).split(": ", 1)
+            raise InvalidArgument(owner, argument, problem) from None
+        problem = _geometry.points_problem(pts, parent is not None)
+        if problem is not None:
+            raise InvalidArgument(owner, *problem)
+        self.points = pts
+        self.length, self.diameter = _geometry.length_and_diameter(pts)
+        # (`dataclasses.replace` passes the computed values back: accepted.)
+        if (length, diameter) not in ((None, None), (self.length, self.diameter)):
+            raise InvalidArgument(
+                owner,
+                "points",
+                "give either points or length and diameter, not both (with points "
+                "the length and diameter follow from them)",
+            )
 
     def __check_init__(self):
         owner = f"Section {self.name!r}"
@@ -74,7 +138,11 @@ class Section(eqx.Module):
             raise InvalidArgument(
                 owner, "parent_position", f"must be in [0, 1], got {x!r}"
             )
-        if concrete_number(self.length) and concrete_number(self.diameter):
+        if self.points is not None:
+            problem = _geometry.geometry_problem(self.points, int(n))
+            if problem is not None:
+                raise InvalidArgument(owner, "points", problem)
+        elif concrete_number(self.length) and concrete_number(self.diameter):
             problem = _geometry_problem(
                 float(self.length), float(self.diameter), int(n)
             )
@@ -110,6 +178,15 @@ def _geometry_problem(length: float, diameter: float, n: int):
             f"number"
         )
     return None
+
+
+def _resistances_per_ra(s: Section) -> list[float]:
+    """The extreme half-compartment axial resistances of `s` per unit `Ra`, Ω per
+    Ω·cm (the one value of a cylinder)."""
+    if s.points is not None:
+        return _geometry.resistance_range_per_ra(s.points, int(s.n_compartments))
+    n = int(s.n_compartments)
+    return [axial_resistance_per_ra(float(s.length), float(s.diameter), n)]
 
 
 class Insert(eqx.Module):
@@ -307,6 +384,9 @@ class Cell(eqx.Module):
                 f"a cell needs exactly one root section (one without 'parent'), "
                 f"found {len(roots)}: {_listing(roots)}",
             )
+        pinched = _geometry.pinched_attachment(self)
+        if pinched is not None:
+            raise InvalidArgument(owner, f"sections[{pinched[0]}].parent", pinched[1])
         for m, ins in enumerate(self.mechanisms):
             for k, sec in enumerate(ins.sections or ()):
                 if sec not in positions:
@@ -323,10 +403,9 @@ class Cell(eqx.Module):
         if concrete_number(ra):
             for s in self.sections:
                 if concrete_number(s.length) and concrete_number(s.diameter):
-                    r = ra * axial_resistance_per_ra(
-                        float(s.length), float(s.diameter), int(s.n_compartments)
-                    )
-                    if not (sys.float_info.min <= r <= sys.float_info.max):
+                    for r in (ra * r1 for r1 in _resistances_per_ra(s)):
+                        if sys.float_info.min <= r <= sys.float_info.max:
+                            continue
                         raise InvalidArgument(
                             owner,
                             "axial_resistivity",
