@@ -167,9 +167,6 @@ class Emitter:
                 self.fail(f"{fn}()", f"takes {n} argument(s), got {len(args)}")
             if fn == "pow":
                 return self.power(args[0], args[1], sc)
-            if fn == "exp":
-                # exp(u) in a numerator over exp(u) - 1 is not rewritten; plain.
-                pass
             return f"{_MATH[fn]}({', '.join(self.expr(a, sc) for a in args)})"
         c = self.module.callables.get(fn)
         if c is None:

@@ -1,6 +1,8 @@
 """Every construct the importer does not translate is one clear error naming the
 file, the line and the construct (snippets written for these tests)."""
 
+import sys
+
 import pytest
 
 import stable_ode as so
@@ -279,3 +281,13 @@ FUNCTION f(x, j) {
     jaxpr = str(jax.make_jaxpr(lambda x: f(Vars(), x, 0.0))(v))
     assert "select" not in jaxpr
     assert "select" in str(jax.make_jaxpr(lambda x, j: f(Vars(), x, j))(v, v))
+
+
+def test_without_neuron(tmp_path, monkeypatch):
+    """Without NEURON installed: one clear error naming the extra."""
+    path = tmp_path / "snip.mod"
+    path.write_text(HEAD + "BREAKPOINT { i = g*v }\n")
+    monkeypatch.setitem(sys.modules, "neuron", None)
+    monkeypatch.setitem(sys.modules, "neuron.nmodl", None)
+    with pytest.raises(ImportError, match=r"pip install stable_ode\[nmodl\]"):
+        load_nmodl(path)
