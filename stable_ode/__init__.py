@@ -77,6 +77,7 @@ from .morphology import (
     save_swc as save_swc,
     Section as Section,
 )
+from .nmodl import load_nmodl as load_nmodl
 
 
 __version__ = "0.1.0"
