@@ -21,6 +21,7 @@ from .._stimulus import StepCurrent, TraceCurrent
 from ..morphology import Cell
 from ._cells import CellReader, SwcSource
 from ._ions import check_variables, read_ions
+from ._nmodl import read_nmodl
 from ._reader import describe, key, LIMITS, Limits, Reader, suggest
 from ._registry import (
     check_solver,
@@ -226,7 +227,15 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
         raw,
         "",
         required=("format", "t_stop", "cells", "integration"),
-        optional=("temperature", "v_init", "synapses", "stimuli", "record", "ions"),
+        optional=(
+            "temperature",
+            "v_init",
+            "synapses",
+            "stimuli",
+            "record",
+            "ions",
+            "nmodl",
+        ),
     )
     directory = Path(file).resolve().parent
     t_stop = r.number(raw["t_stop"], "t_stop", gt=0)
@@ -239,7 +248,8 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
     items = r.seq(raw["cells"], "cells")
     if not items:
         r.fail("cells", "a model needs at least one cell")
-    reader = CellReader(r, directory, limits.compartments, tiny)
+    nmodl = read_nmodl(r, raw["nmodl"], directory) if "nmodl" in raw else {}
+    reader = CellReader(r, directory, limits.compartments, tiny, nmodl)
     read = [reader.cell(c, f"cells[{i}]") for i, c in enumerate(items)]
     cells = [c for c, _ in read]
     r.unique([c.name for c in cells], "cells", "cell")
