@@ -20,13 +20,11 @@ NEURON reports `ica` and `eca` after a step as computed at the start of that
 step, i.e. one step late: its sample k+1 is compared with our sample k.
 """
 
-import os
 import pathlib
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
+from helpers import neuron_with_mod_files
 from ion_mechanisms import CaChan1, CaPool, CAPOOL_MOD
 
 import stable_ode as so
@@ -52,26 +50,11 @@ def _release_dir() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def nrn(tmp_path_factory):
     """NEURON's `h` with `cachan1` and `capool` compiled and loaded (once per
-    session); skipped without a C compiler."""
+    session)."""
     pytest.importorskip("neuron")
-    if shutil.which("nrnivmodl") is None or (
-        shutil.which("cc") is None and shutil.which("gcc") is None
-    ):
-        pytest.skip("no nrnivmodl or C compiler to compile .mod files")
-    from neuron import h, load_mechanisms
-
+    files = {"cachan1.mod": _release_dir() / "cachan1.mod", "capool.mod": CAPOOL_MOD}
     folder = tmp_path_factory.mktemp("ions_mod")
-    shutil.copy(_release_dir() / "cachan1.mod", folder / "cachan1.mod")
-    (folder / "capool.mod").write_text(CAPOOL_MOD)
-    out = subprocess.run(
-        ["nrnivmodl", "."], cwd=folder, capture_output=True, text=True, check=False
-    )
-    if out.returncode != 0:
-        pytest.fail(f"nrnivmodl failed:\n{out.stdout}\n{out.stderr}")
-    if not hasattr(h, "cachan1"):
-        assert load_mechanisms(os.fspath(folder))
-    h.load_file("stdrun.hoc")
-    return h
+    return neuron_with_mod_files(folder, files, "cachan1")
 
 
 def _cell(n: int, pool: bool, imax: float):

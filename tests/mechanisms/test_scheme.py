@@ -3,9 +3,6 @@ steady state, conservation and positivity over 10⁵ float32 steps, gradients,
 and a three-state K channel against NEURON running the same scheme as a
 `KINETIC` block (`METHOD sparse`), compiled with `nrnivmodl` at test time."""
 
-import os
-import shutil
-import subprocess
 from typing import ClassVar
 
 import equinox as eqx
@@ -13,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import finite_difference_grad
+from helpers import finite_difference_grad, neuron_with_mod_files
 
 import stable_ode as so
 
@@ -153,26 +150,9 @@ def test_gradient_of_scheme_conductance_matches_finite_differences():
 
 @pytest.fixture(scope="module")
 def nrn(tmp_path_factory):
-    """NEURON's `h` with `KMARKOV_MOD` compiled and loaded; skipped without a C
-    compiler."""
-    pytest.importorskip("neuron")
-    if shutil.which("nrnivmodl") is None or (
-        shutil.which("cc") is None and shutil.which("gcc") is None
-    ):
-        pytest.skip("no nrnivmodl or C compiler to compile .mod files")
-    from neuron import h, load_mechanisms
-
+    """NEURON's `h` with `KMARKOV_MOD` compiled and loaded."""
     folder = tmp_path_factory.mktemp("kmarkov_mod")
-    (folder / "kmarkov.mod").write_text(KMARKOV_MOD)
-    out = subprocess.run(
-        ["nrnivmodl", "."], cwd=folder, capture_output=True, text=True, check=False
-    )
-    if out.returncode != 0:
-        pytest.fail(f"nrnivmodl failed:\n{out.stdout}\n{out.stderr}")
-    if not hasattr(h, "kmarkov"):
-        assert load_mechanisms(os.fspath(folder))
-    h.load_file("stdrun.hoc")
-    return h
+    return neuron_with_mod_files(folder, {"kmarkov.mod": KMARKOV_MOD}, "kmarkov")
 
 
 def test_markov_channel_matches_neurons_kinetic_block(nrn):
