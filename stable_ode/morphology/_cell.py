@@ -313,6 +313,16 @@ class Cell(eqx.Module):
     - `capacitance`: µF/cm² (NEURON's `cm`, default 1.0), > 0.
     - `ions`: `IonSetting`s, per-section overrides of the model's ion settings
       (initial concentrations, fixed reversal potentials); later entries win.
+    - `properties`: `Properties`, per-section `cm` and `Ra`; later entries win.
+    - `morphology` (keyword only): the `MorphologyInfo` of a cell read from a
+      file (`load_morphology` sets it): SWC types and where each file point lies.
+
+    Wherever sections are listed (`Insert`, `IonSetting`, `Properties`), an entry
+    may be a section name, a pattern with `*` (`"apic*"`) or one of NEURON's
+    lists `somatic`, `axonal`, `basal`, `apical` (by SWC type for a cell read
+    from a file, else by the name prefixes `soma`, `axon`, `dend`, `apic`) and
+    `all`. The cell stores the names they stand for, and `Distance` values of
+    mechanism parameters as one value per compartment.
 
     **Raises:** `InvalidArgument` (a `ValueError`) naming the argument at fault, e.g.
     `sections[2].parent` for a parent that is not a section of the cell. The
@@ -325,6 +335,8 @@ class Cell(eqx.Module):
     axial_resistivity: float = 35.4
     capacitance: float = 1.0
     ions: tuple = eqx.field(static=True, default=())
+    properties: tuple = ()
+    morphology: object = eqx.field(static=True, default=None)
     _positions: _Positions = eqx.field(static=True, repr=False)
 
     def __init__(
@@ -335,16 +347,29 @@ class Cell(eqx.Module):
         axial_resistivity: float = 35.4,
         capacitance: float = 1.0,
         ions: Sequence = (),
+        properties: Sequence = (),
+        *,
+        morphology=None,
     ):
+        from ._regions import resolve_cell
+
         self.name = name
         self.sections = tuple(sections)
-        self.mechanisms = tuple(mechanisms)
         self.axial_resistivity = axial_resistivity
         self.capacitance = capacitance
-        self.ions = tuple(ions)
+        self.morphology = morphology
         self._positions = _Positions()
         for i, s in enumerate(self.sections):
             self._positions.setdefault(s.name, i)
+        types = None if morphology is None else morphology.types_of(self.sections)
+        self.mechanisms, self.ions, self.properties = resolve_cell(
+            f"Cell {name!r}",
+            self.sections,
+            tuple(mechanisms),
+            tuple(ions),
+            tuple(properties),
+            types,
+        )
 
     def __check_init__(self):
         owner = f"Cell {self.name!r}"
