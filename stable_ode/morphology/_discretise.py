@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._cell import Cell, Section
-from ._regions import section_values
 from ._geometry import (
     compartment_areas,
     connecting_halves,
@@ -16,6 +15,7 @@ from ._geometry import (
     R_SCALE,
     section_conductances,
 )
+from ._regions import section_values
 
 
 @dataclass(frozen=True)
@@ -118,9 +118,7 @@ def discretise(cells: list[Cell]):
                 if not node_members[key]:
                     # The parent's half towards that end: the left half of its
                     # first compartment, or the right half of its last.
-                    _, p_first, p_last = section_conductances(
-                        parent, ra[parent.name]
-                    )
+                    _, p_first, p_last = section_conductances(parent, ra[parent.name])
                     pk, g = (
                         (0, p_first)
                         if x == 0.0

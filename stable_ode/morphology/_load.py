@@ -10,6 +10,7 @@ from .._stimulus import Site
 from ._cell import Cell, Insert, Section
 from ._geometry import n_compartments_d_lambda
 from ._import3d import MorphologySection, point_sites, read_morphology
+from ._regions import Properties, resolve_sections, section_lists
 
 
 class MorphologyInfo:
@@ -95,7 +96,8 @@ def load_morphology(
     - `name`: the cell's name (default: the file's stem).
     - `n_compartments`: compartments of every section (NEURON's `nseg`), or
       `None` (default) for NEURON's `d_lambda` rule on the 3-D geometry
-      (`n_compartments_d_lambda`, with the cell's `cm` and `Ra`).
+      (`n_compartments_d_lambda`, with each section's `cm` and `Ra` after
+      `properties`, as NEURON's `geom_nseg` after setting them).
     - `d_lambda`: fraction of the length constant at `frequency` (default 0.1).
     - `frequency`: Hz (default 100).
     - `axial_resistivity`: Ω·cm (NEURON's `Ra`). `capacitance`: µF/cm² (`cm`).
@@ -124,6 +126,7 @@ def load_morphology(
     if not os.path.isfile(file):
         raise FileNotFoundError(f"no such morphology file: {file}")
     read = read_morphology(file)
+    cm, ra = _section_values(read, properties, capacitance, axial_resistivity)
     sections = []
     for ms in read:
         points = [tuple(float(v) for v in row) for row in ms.neuron_points]
@@ -134,7 +137,7 @@ def load_morphology(
             k = n_compartments
         else:
             k = n_compartments_d_lambda(
-                sec, capacitance, axial_resistivity, d_lambda, frequency
+                sec, cm[ms.name], ra[ms.name], d_lambda, frequency
             )
         sections.append(
             Section(
@@ -155,6 +158,32 @@ def load_morphology(
         properties,
         morphology=morphology_info(file, read),
     )
+
+
+def _section_values(read, properties, cm, ra):
+    """Each section's `cm` and `Ra` after `properties` (for the d_lambda rule,
+    which NEURON's `geom_nseg` applies after they are set); bad entries are left
+    for `Cell` to report."""
+    names = [s.name for s in read]
+    lists = section_lists(names, [s.swc_type for s in read])
+    cms, ras = dict.fromkeys(names, cm), dict.fromkeys(names, ra)
+    for p in properties:
+        if not isinstance(p, Properties):
+            continue
+        try:
+            secs = (
+                names
+                if p.sections is None
+                else resolve_sections(p.sections, names, lists)
+            )
+        except LookupError:
+            continue
+        for n in secs:
+            if p.capacitance is not None:
+                cms[n] = p.capacitance
+            if p.axial_resistivity is not None:
+                ras[n] = p.axial_resistivity
+    return cms, ras
 
 
 def point_site(cell: Cell, point: int) -> Site:

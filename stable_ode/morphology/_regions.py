@@ -60,7 +60,9 @@ class Distance:
         elif callable(function):
             self.text, self.function = None, function
         else:
-            raise TypeError(f"Distance expects a callable or a string, got {function!r}")
+            raise TypeError(
+                f"Distance expects a callable or a string, got {function!r}"
+            )
 
     def __repr__(self):
         return f"Distance({self.text if self.text is not None else self.function!r})"
