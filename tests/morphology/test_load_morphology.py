@@ -79,7 +79,9 @@ def _neuron_cell(h, path: pathlib.Path, run: bool):
         imp.compute(0)
         out["rin"] = imp.input(0.5, sec=soma)
         if run:
-            soma.insert("hh")
+            for s in made:
+                if s.name().startswith("soma"):  # Import3d's somatic list
+                    s.insert("hh")
             clamp = h.IClamp(soma(0.5))
             clamp.delay, clamp.dur, clamp.amp = 0.5, 2.0, 3.0
             apic = next(s for s in made if s.name() == "apic[10]")
