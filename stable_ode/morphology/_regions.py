@@ -197,14 +197,31 @@ def _problem(owner, argument, problem):
     return InvalidArgument(owner, argument, problem)
 
 
+def _valid_tree(sections) -> bool:
+    from ._cell import _first_cycle
+
+    positions = {s.name: i for i, s in enumerate(sections)}
+    if len(positions) != len(sections):
+        return False
+    if any(s.parent is not None and s.parent not in positions for s in sections):
+        return False
+    if sum(s.parent is None for s in sections) != 1:
+        return False
+    return _first_cycle(sections, positions) is None
+
+
 def resolve_cell(owner, sections, mechanisms, ions, properties, types):
     """`(mechanisms, ions, properties)` with section entries turned into names and
     `Distance` values into per-compartment arrays (in `build`'s order: sections
-    as listed, compartments in order).
+    as listed, compartments in order). Returned as given if the sections are no
+    valid tree (`Cell`'s own checks then report that first).
 
     **Raises:** `InvalidArgument` at the entry's key path.
     """
     from ._cell import _listing, _suggest, Insert
+
+    if not _valid_tree(sections):
+        return mechanisms, ions, properties
 
     names = [s.name for s in sections]
     lists = section_lists(names, types)
@@ -221,8 +238,7 @@ def resolve_cell(owner, sections, mechanisms, ions, properties, types):
             if problem is None:
                 problem = (
                     f"unknown section {bad!r}{_suggest(bad, names)}: not a section "
-                    f"of this cell, a '*' pattern or a section list "
-                    f"({', '.join(lists)}) (sections: {_listing(names)})"
+                    f"of this cell (sections: {_listing(names)})"
                 )
             raise _problem(owner, f"{where}.sections[{k}]", problem) from None
 
@@ -266,14 +282,8 @@ def resolve_cell(owner, sections, mechanisms, ions, properties, types):
 
 
 def _cell_distances(sections, lists, owner):
-    from ._cell import _first_cycle
-
-    positions = {s.name: i for i, s in enumerate(sections)}
-    if any(s.parent is not None and s.parent not in positions for s in sections):
-        raise _problem(owner, "sections", "distance needs a tree of sections")
+    del owner
     roots = [s.name for s in sections if s.parent is None]
-    if len(roots) != 1 or _first_cycle(sections, positions) is not None:
-        raise _problem(owner, "sections", "distance needs a tree with one root")
     origin = lists["somatic"][0] if lists["somatic"] else roots[0]
     return path_distances(sections, origin)
 
