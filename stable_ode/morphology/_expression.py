@@ -57,8 +57,11 @@ def parse(text: str) -> ast.Expression:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as e:
         raise ExpressionError(f"not a valid expression ({e.msg}): {text!r}") from None
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
         _check(node)
+        if isinstance(node, ast.Name) and node.id != "x" and id(node) not in called:
+            raise ExpressionError(f"{node.id} is a function: call it, {node.id}(...)")
     return tree
 
 
