@@ -198,7 +198,7 @@ def _problem(owner, argument, problem):
 
 
 def _valid_tree(sections) -> bool:
-    from ._cell import _first_cycle
+    from ._cell_checks import _first_cycle
 
     positions = {s.name: i for i, s in enumerate(sections)}
     if len(positions) != len(sections):
@@ -218,7 +218,8 @@ def resolve_cell(owner, sections, mechanisms, ions, properties, types):
 
     **Raises:** `InvalidArgument` at the entry's key path.
     """
-    from ._cell import _listing, _suggest, Insert
+    from ._cell import Insert
+    from ._cell_checks import _listing, _suggest
 
     if not _valid_tree(sections):
         return mechanisms, ions, properties
