@@ -235,6 +235,18 @@ def test_regions_and_patterns():
     )
     types = dict(cell.morphology.types)
     hh, pas = cell.mechanisms
+    ions = so.load_morphology(
+        CA1,
+        n_compartments=1,
+        ions=[so.IonSetting("k", ["axonal", "soma*"], reversal=-80.0)],
+        properties=[so.Properties(None, capacitance=0.9)],
+    )
+    (setting,) = ions.ions
+    assert setting.sections == tuple(
+        [n for n, t in types.items() if t == 2]
+        + [n for n in types if n.startswith("soma")]
+    )
+    assert set(so.morphology._regions.section_values(ions)[0].values()) == {0.9}
     assert set(hh.sections) == {n for n, t in types.items() if t in (1, 2)}
     basal = [n for n, t in types.items() if t == 3]
     assert set(pas.sections) == set(basal) | {
