@@ -72,8 +72,17 @@ from .mechanisms.synapses import (
 )
 from .morphology import (
     Cell as Cell,
+    Distance as Distance,
     Insert as Insert,
+    load_morphology as load_morphology,
     load_swc as load_swc,
+    MorphologyError as MorphologyError,
+    MorphologyInfo as MorphologyInfo,
+    MorphologySection as MorphologySection,
+    point_site as point_site,
+    point_sites as point_sites,
+    Properties as Properties,
+    read_morphology as read_morphology,
     save_swc as save_swc,
     Section as Section,
 )

@@ -1,9 +1,12 @@
 """Reading a model file's cells into `stable_ode.Cell`s.
 
-The sections of a cell are an explicit list (a tree, branched or not) or an SWC
-file (read by `stable_ode.load_swc`, here, because its section names are what
-mechanisms, sites and recordings refer to). `Section`, `Insert` and `Cell` check
-their own values; this module reads the keys and types and builds them.
+The sections of a cell are an explicit list (a tree, branched or not), an SWC
+file (`"swc"`, read by `stable_ode.load_swc`) or a morphology file
+(`"morphology"`, read by `stable_ode.load_morphology` as NEURON's `Import3d`
+reads it), read here because their section names are what mechanisms, sites and
+recordings refer to. `Section`, `Insert`, `Properties` and `Cell` check their
+own values (and resolve section lists, `*` patterns and distance-valued
+parameters); this module reads the keys and types and builds them.
 """
 
 from dataclasses import dataclass
@@ -11,8 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InvalidArgument
-from ..morphology import Cell, Insert, load_swc, Section
+from ..morphology import (
+    Cell,
+    Distance,
+    Insert,
+    load_morphology,
+    load_swc,
+    MorphologyError,
+    Properties,
+    Section,
+)
 from ..morphology._discretise import half_conductance, section_area
+from ..morphology._expression import ExpressionError
+from ..morphology._regions import section_values
 from ._ions import read_cell_ions
 from ._nmodl import nmodl_parameter_names
 from ._reader import key, one_line, Reader, suggest
@@ -25,7 +39,8 @@ SWC_OPTIONS = {
     "d_lambda": 0.1,
     "frequency": 100.0,
 }
-"""The keys of a cell's `swc_options` and their defaults (`stable_ode.load_swc`'s)."""
+"""The keys of a cell's `swc_options` and their defaults (`stable_ode.load_swc`'s);
+a `"morphology"` cell takes them all but `soma`."""
 
 _SWC_HINT = (
     "; an SWC file's sections are named soma (or soma_k), axon_k, dend_k, apic_k "
@@ -35,12 +50,14 @@ _SWC_HINT = (
 
 @dataclass(frozen=True)
 class SwcSource:
-    """Where an SWC cell's sections come from: the resolved `path` and the
-    `stable_ode.load_swc` `options` (`soma`, `n_compartments`, `d_lambda`,
-    `frequency`) as `(key, value)` pairs."""
+    """Where a file cell's sections come from: the resolved `path`, the `reader`
+    (`"load_swc"` for `"swc"` cells, `"load_morphology"` for `"morphology"`
+    cells) and its `options` (`soma` for `load_swc` only, `n_compartments`,
+    `d_lambda`, `frequency`) as `(key, value)` pairs."""
 
     path: str
     options: tuple[tuple[str, Any], ...]
+    reader: str = "load_swc"
 
 
 class CellReader:
@@ -98,10 +115,11 @@ class CellReader:
                 ),
             )
 
-    def swc_options(self, raw, where: str) -> dict[str, Any]:
+    def swc_options(self, raw, where: str, soma: bool = True) -> dict[str, Any]:
         r = self.r
-        raw = r.table(raw, where, optional=tuple(SWC_OPTIONS))
-        options = dict(SWC_OPTIONS)
+        allowed = tuple(k for k in SWC_OPTIONS if soma or k != "soma")
+        raw = r.table(raw, where, optional=allowed)
+        options = {k: SWC_OPTIONS[k] for k in allowed}
         if "soma" in raw:
             soma = r.string(raw["soma"], key(where, "soma"))
             if soma not in ("single", "points"):
@@ -147,9 +165,7 @@ class CellReader:
                 cls = REGISTRY.mechanism(name, self.directory)
         sections = None
         if "sections" in raw:
-            sw = key(where, "sections")
-            items = r.seq(raw["sections"], sw)
-            sections = tuple(r.string(s, f"{sw}[{i}]") for i, s in enumerate(items))
+            sections = self.sections_list(raw["sections"], key(where, "sections"))
         pw = key(where, "params")
         params = r.mapping(raw.get("params", {}), pw)
         allowed, required = mechanism_parameters(cls)
@@ -163,17 +179,52 @@ class CellReader:
                     f"unknown parameter of {name!r}{suggest(k, names)}; its "
                     f"parameters are {', '.join(sorted(names))}",
                 )
-            values[rename.get(k, k)] = r.number(v, key(pw, k))
+            values[rename.get(k, k)] = self.value(v, key(pw, k))
         missing = sorted(required - set(values))
         if missing:
             r.fail(pw, f"mechanism {name!r} needs parameters {missing}")
-        cache_key = (name, tuple(values.items()))
+        cache_key = (name, tuple((k, repr(v)) for k, v in values.items()))
         mechanism = self.mechanisms.get(cache_key)
         if mechanism is None:
             with r.at(pw):
                 mechanism = self.mechanisms[cache_key] = cls(**values)
         with r.at(where):
             return Insert(mechanism, sections)
+
+    def value(self, raw, where: str):
+        """A parameter value: a number, or `{"distance": "expression"}`."""
+        if isinstance(raw, dict):
+            raw = self.r.table(raw, where, required=("distance",))
+            text = self.r.string(raw["distance"], key(where, "distance"))
+            try:
+                return Distance(text)
+            except ExpressionError as e:
+                self.r.fail(key(where, "distance"), str(e))
+        return self.r.number(raw, where)
+
+    def sections_list(self, raw, where: str) -> tuple[str, ...]:
+        items = self.r.seq(raw, where)
+        return tuple(self.r.string(s, f"{where}[{i}]") for i, s in enumerate(items))
+
+    def properties(self, raw, where: str) -> list[Properties]:
+        r = self.r
+        out = []
+        for i, item in enumerate(r.seq(raw, where)):
+            w = f"{where}[{i}]"
+            item = r.table(
+                item, w, optional=("sections", "capacitance", "axial_resistivity")
+            )
+            sections = None
+            if "sections" in item:
+                sections = self.sections_list(item["sections"], key(w, "sections"))
+            values = {
+                k: r.number(item[k], key(w, k), gt=0)
+                for k in ("capacitance", "axial_resistivity")
+                if k in item
+            }
+            with r.at(w):
+                out.append(Properties(sections, **values))
+        return out
 
     def cell(self, raw, where: str) -> tuple[Cell, SwcSource | None]:
         r = self.r
@@ -184,7 +235,9 @@ class CellReader:
             optional=(
                 "sections",
                 "swc",
+                "morphology",
                 "swc_options",
+                "properties",
                 "mechanisms",
                 "axial_resistivity",
                 "capacitance",
@@ -197,19 +250,47 @@ class CellReader:
             raw.get("axial_resistivity", 35.4), key(where, "axial_resistivity")
         )
         cm = r.number(raw.get("capacitance", 1.0), key(where, "capacitance"))
-        if ("sections" in raw) == ("swc" in raw):
-            r.fail(where, "a cell needs exactly one of 'sections' and 'swc'")
-        if "swc_options" in raw and "swc" not in raw:
+        given = [k for k in ("sections", "swc", "morphology") if k in raw]
+        if len(given) != 1:
+            r.fail(
+                where,
+                "a cell needs exactly one of 'sections' and 'swc' (or 'morphology')"
+                + (f" (got {', '.join(map(repr, given))})" if given else ""),
+            )
+        if "swc_options" in raw and "sections" in raw:
             r.fail(
                 key(where, "swc_options"),
-                "only a cell read from an SWC file ('swc') takes 'swc_options'",
+                "only a cell read from an SWC file ('swc') or a morphology file "
+                "('morphology') takes 'swc_options'",
             )
+        properties = self.properties(
+            raw.get("properties", []), key(where, "properties")
+        )
         mw = key(where, "mechanisms")
         inserts = [
             self.mechanism(m, f"{mw}[{i}]")
             for i, m in enumerate(r.seq(raw.get("mechanisms", []), mw))
         ]
-        if "swc" in raw:
+        if "morphology" in raw:
+            options = self.swc_options(
+                raw.get("swc_options", {}), key(where, "swc_options"), soma=False
+            )
+            cell, path = self.morphology_cell(
+                raw["morphology"],
+                key(where, "morphology"),
+                where,
+                name,
+                dict(
+                    mechanisms=inserts,
+                    axial_resistivity=ra,
+                    capacitance=cm,
+                    ions=ions,
+                    properties=properties,
+                    **options,
+                ),
+            )
+            source = SwcSource(str(path), tuple(options.items()), "load_morphology")
+        elif "swc" in raw:
             options = self.swc_options(
                 raw.get("swc_options", {}), key(where, "swc_options")
             )
@@ -217,7 +298,7 @@ class CellReader:
                 raw["swc"], key(where, "swc"), where, name, inserts, ra, cm, options
             )
             source = SwcSource(str(path), tuple(options.items()))
-            if ions:
+            if ions or properties:
                 with r.at(where):
                     cell = Cell(
                         cell.name,
@@ -226,13 +307,16 @@ class CellReader:
                         cell.axial_resistivity,
                         cell.capacitance,
                         ions=ions,
+                        properties=properties,
                     )
         else:
             sw = key(where, "sections")
             items = r.seq(raw["sections"], sw)
             sections = [self.section(s, f"{sw}[{i}]") for i, s in enumerate(items)]
             with r.at(where):
-                cell = Cell(name, sections, inserts, ra, cm, ions=ions)
+                cell = Cell(
+                    name, sections, inserts, ra, cm, ions=ions, properties=properties
+                )
             source = None
         self.check_dtype(cell, where)
         return cell, source
@@ -270,13 +354,36 @@ class CellReader:
         self._count(sum(s.n_compartments for s in cell.sections), where)
         return cell, path
 
+    def morphology_cell(self, raw, where, cell_where, name, kwargs):
+        """The `Cell` of a morphology file (path relative to the model file); a
+        malformed or missing file is a `SpecError` at `where`."""
+        r = self.r
+        path = (self.directory / r.string(raw, where)).resolve()
+        if not path.is_file():
+            r.fail(where, f"file not found: {path}")
+        try:
+            cell = load_morphology(path, name=name, **kwargs)
+        except MorphologyError as e:
+            r.fail(where, one_line(e, 1000))
+        except InvalidArgument as e:
+            if e.owner.startswith("Cell"):  # the mechanisms or the cell's values
+                r.fail(key(cell_where, e.argument), e.problem)
+            r.fail(where, f"{path}: {one_line(e)}")
+        except UnicodeDecodeError as e:
+            r.fail(where, f"{path}: not a text file ({e.reason} at byte {e.start})")
+        except OSError as e:
+            r.fail(where, f"cannot read {path}: {e.strerror or e}")
+        self._count(sum(s.n_compartments for s in cell.sections), where)
+        return cell, path
+
     def check_dtype(self, cell: Cell, where: str):
         """Every compartment's area and axial conductances are normal numbers of
         the dtype (float32 ranges are narrower than the float64 checks of
         `Section`)."""
         r = self.r
+        ra = section_values(cell)[1]
         for i, s in enumerate(cell.sections):
-            values = (section_area(s), half_conductance(s, cell.axial_resistivity))
+            values = (section_area(s), half_conductance(s, ra[s.name]))
             if not all(r.tiny_ok(v, self.tiny) for v in values):
                 r.fail(
                     key(where, f"sections[{i}].diameter"),

@@ -1,7 +1,8 @@
 """Reading sites, synapses, stimuli and recordings of a model file.
 
-A site (`cell`, `section`, `position`) becomes a `stable_ode.Site` and the index
-of the compartment it names (`compartment_of`, numbered as `stable_ode.build`
+A site (`cell`, `section`, `position`, or `cell` and the file `point` of a
+morphology cell) becomes a `stable_ode.Site` and the index of the compartment it
+names (`compartment_of`, numbered as `stable_ode.build`
 numbers compartments); synapses are kept as those indices, so that no object is
 made per synapse beyond its sites.
 """
@@ -9,9 +10,10 @@ made per synapse beyond its sites.
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._errors import InvalidArgument
 from .._model import Recording
 from .._stimulus import Site, StepCurrent, TraceCurrent
-from ..morphology import Cell
+from ..morphology import Cell, point_site
 from ..morphology._discretise import compartment_of
 from ._reader import key, listing, Reader, suggest
 from ._registry import mechanism_parameters, REGISTRY, SYNAPSE_BOUNDS
@@ -33,7 +35,9 @@ class SynapseSpec:
     params: tuple[tuple[str, float], ...]
 
 
-_SITE_KEYS = ("cell", "section")
+_SITE_KEYS = ("cell",)
+_SITE_OPTIONAL = ("section", "position", "point")
+"""A site: `cell` and either `section` (with an optional `position`) or `point`."""
 _BOUND_TEXT = {"ge": ">=", "gt": ">", "ne": "!="}
 
 
@@ -63,6 +67,14 @@ class Sites:
                 f"unknown cell {cell!r}{suggest(cell, names)} (cells: "
                 f"{listing(names)})",
             )
+        if ("point" in raw) == ("section" in raw):
+            r.fail(
+                where,
+                "a site needs exactly one of 'section' (with 'position') and "
+                "'point' (a point of the cell's morphology file)",
+            )
+        if "point" in raw:
+            return self.point(raw, where, cell)
         sw = key(where, "section")
         name = r.string(raw["section"], sw)
         try:
@@ -79,6 +91,22 @@ class Sites:
             site = Site(cell, name, position)
         k = compartment_of(section, position)
         return site, k, self.offsets[(cell, name)] + k
+
+    def point(self, raw: dict, where: str, cell: str) -> tuple[Site, int, int]:
+        r = self.r
+        pw = key(where, "point")
+        if "position" in raw:
+            r.fail(key(where, "position"), "a 'point' site takes no 'position'")
+        point = r.integer(raw["point"], pw)
+        try:
+            site = point_site(self.cells[cell], point)
+        except InvalidArgument as e:
+            r.fail(
+                pw, f"cell {cell!r} {e.problem}" if e.argument == "cell" else e.problem
+            )
+        section = self.cells[cell].section(site.section)
+        k = compartment_of(section, site.position)
+        return site, k, self.offsets[(cell, site.section)] + k
 
 
 def read_synapses(
@@ -100,7 +128,7 @@ def read_synapses(
         ends = []
         for end in ("pre", "post"):
             ew = key(w, end)
-            site = r.table(item[end], ew, required=_SITE_KEYS, optional=("position",))
+            site = r.table(item[end], ew, required=_SITE_KEYS, optional=_SITE_OPTIONAL)
             ends.append(sites.site(site, ew))
         pw = key(w, "params")
         params = r.mapping(item.get("params", {}), pw)
@@ -146,7 +174,7 @@ def read_stimulus(r: Reader, raw, where: str, sites: Sites):
             raw,
             where,
             required=("kind", *_SITE_KEYS, "amplitude", "delay", "duration"),
-            optional=("position",),
+            optional=_SITE_OPTIONAL,
         )
         site = sites.site(raw, where)[0]
         with r.at(where):
@@ -160,7 +188,7 @@ def read_stimulus(r: Reader, raw, where: str, sites: Sites):
         raw,
         where,
         required=("kind", *_SITE_KEYS, "values", "dt"),
-        optional=("position", "delay"),
+        optional=(*_SITE_OPTIONAL, "delay"),
     )
     site = sites.site(raw, where)[0]
     vw = key(where, "values")
@@ -178,7 +206,10 @@ def read_stimulus(r: Reader, raw, where: str, sites: Sites):
 
 def read_record(r: Reader, raw, where: str, sites: Sites) -> Recording:
     raw = r.table(
-        raw, where, required=("name", *_SITE_KEYS), optional=("position", "variable")
+        raw,
+        where,
+        required=("name", *_SITE_KEYS),
+        optional=(*_SITE_OPTIONAL, "variable"),
     )
     name = r.name(raw["name"], key(where, "name"))
     if name in RESERVED_OUTPUT_NAMES:

@@ -18,5 +18,17 @@ from ._coupling import (
     TridiagonalCoupling as TridiagonalCoupling,
 )
 from ._geometry import n_compartments_d_lambda as n_compartments_d_lambda
+from ._import3d import (
+    MorphologyError as MorphologyError,
+    MorphologySection as MorphologySection,
+    point_sites as point_sites,
+    read_morphology as read_morphology,
+)
+from ._load import (
+    load_morphology as load_morphology,
+    MorphologyInfo as MorphologyInfo,
+    point_site as point_site,
+)
+from ._regions import Distance as Distance, Properties as Properties
 from ._swc import load_swc as load_swc, save_swc as save_swc
 from ._tree import TreeCoupling as TreeCoupling

@@ -8,7 +8,6 @@ Each class checks its own arguments when it is built and raises
 file and the Python API accept exactly the same things.
 """
 
-import difflib
 import functools
 import math
 import sys
@@ -19,21 +18,13 @@ import equinox as eqx
 from .._errors import concrete_number, InvalidArgument
 from ..mechanisms import AbstractMechanism
 from . import _geometry
-
-
-def _suggest(name: str, choices) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _listing(names: Sequence[str], limit: int = 20) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
-
-
-def _positive(owner: str, argument: str, x) -> None:
-    if concrete_number(x) and not (math.isfinite(x) and x > 0):
-        raise InvalidArgument(owner, argument, f"must be > 0, got {x!r}")
+from ._cell_checks import (
+    _check_ions,
+    _first_cycle,
+    _listing,
+    _positive,
+    _suggest,
+)
 
 
 class Section(eqx.Module):
@@ -231,38 +222,6 @@ class Insert(eqx.Module):
             seen.add(s)
 
 
-def _check_ions(owner, ions, positions, names):
-    """`Cell.ions`: `IonSetting`s naming sections of the cell, with finite values
-    (concentrations > 0)."""
-    from ..mechanisms._ions import IonSetting
-
-    for m, st in enumerate(ions):
-        if not isinstance(st, IonSetting):
-            raise InvalidArgument(
-                owner, f"ions[{m}]", f"expected an IonSetting, got {st!r}"
-            )
-        for k, sec in enumerate(st.sections or ()):
-            if sec not in positions:
-                raise InvalidArgument(
-                    owner,
-                    f"ions[{m}].sections[{k}]",
-                    f"unknown section {sec!r}{_suggest(sec, names)}: not a "
-                    f"section of this cell (sections: {_listing(names)})",
-                )
-        for key in ("inside", "outside", "reversal"):
-            x = getattr(st, key)
-            if x is None:
-                continue
-            ok = isinstance(x, (int, float)) and math.isfinite(x)
-            if ok and key != "reversal":
-                ok = x > 0
-            if not ok:
-                what = "a finite number" if key == "reversal" else "a number > 0"
-                raise InvalidArgument(
-                    owner, f"ions[{m}].{key}", f"must be {what}, got {x!r}"
-                )
-
-
 class _Positions(dict):
     """Section name → position in `Cell.sections`; hashable (by its names), so that
     a `Cell` stays hashable with it as a static field."""
@@ -313,6 +272,16 @@ class Cell(eqx.Module):
     - `capacitance`: µF/cm² (NEURON's `cm`, default 1.0), > 0.
     - `ions`: `IonSetting`s, per-section overrides of the model's ion settings
       (initial concentrations, fixed reversal potentials); later entries win.
+    - `properties`: `Properties`, per-section `cm` and `Ra`; later entries win.
+    - `morphology` (keyword only): the `MorphologyInfo` of a cell read from a
+      file (`load_morphology` sets it): SWC types and where each file point lies.
+
+    Wherever sections are listed (`Insert`, `IonSetting`, `Properties`), an entry
+    may be a section name, a pattern with `*` (`"apic*"`) or one of NEURON's
+    lists `somatic`, `axonal`, `basal`, `apical` (by SWC type for a cell read
+    from a file, else by the name prefixes `soma`, `axon`, `dend`, `apic`) and
+    `all`. The cell stores the names they stand for, and `Distance` values of
+    mechanism parameters as one value per compartment.
 
     **Raises:** `InvalidArgument` (a `ValueError`) naming the argument at fault, e.g.
     `sections[2].parent` for a parent that is not a section of the cell. The
@@ -325,6 +294,8 @@ class Cell(eqx.Module):
     axial_resistivity: float = 35.4
     capacitance: float = 1.0
     ions: tuple = eqx.field(static=True, default=())
+    properties: tuple = ()
+    morphology: object = eqx.field(static=True, default=None)
     _positions: _Positions = eqx.field(static=True, repr=False)
 
     def __init__(
@@ -335,16 +306,29 @@ class Cell(eqx.Module):
         axial_resistivity: float = 35.4,
         capacitance: float = 1.0,
         ions: Sequence = (),
+        properties: Sequence = (),
+        *,
+        morphology=None,
     ):
+        from ._regions import resolve_cell
+
         self.name = name
         self.sections = tuple(sections)
-        self.mechanisms = tuple(mechanisms)
         self.axial_resistivity = axial_resistivity
         self.capacitance = capacitance
-        self.ions = tuple(ions)
+        self.morphology = morphology
         self._positions = _Positions()
         for i, s in enumerate(self.sections):
             self._positions.setdefault(s.name, i)
+        types = None if morphology is None else morphology.types_of(self.sections)
+        self.mechanisms, self.ions, self.properties = resolve_cell(
+            f"Cell {name!r}",
+            self.sections,
+            tuple(mechanisms),
+            tuple(ions),
+            tuple(properties),
+            types,
+        )
 
     def __check_init__(self):
         owner = f"Cell {self.name!r}"
@@ -415,31 +399,3 @@ class Cell(eqx.Module):
 
     section = _Lookup(_section)
     """`cell.section(name)`: the section called `name` (a dictionary lookup)."""
-
-
-def _first_cycle(sections, positions) -> tuple[int, list[str]] | None:
-    """The first section (in order) on a cycle of parents and the cycle from it
-    (`a -> b -> a`), or `None`; linear in the number of sections."""
-    state = [0] * len(sections)  # 0 unseen, 1 on the current walk, 2 done
-    on_cycle = [False] * len(sections)
-    for start in range(len(sections)):
-        walk, i = [], start
-        while i is not None and state[i] == 0:
-            state[i] = 1
-            walk.append(i)
-            p = sections[i].parent
-            i = None if p is None else positions[p]
-        if i is not None and state[i] == 1:  # closed a new cycle at i
-            for j in walk[walk.index(i) :]:
-                on_cycle[j] = True
-        for j in walk:
-            state[j] = 2
-    if not any(on_cycle):
-        return None
-    first = on_cycle.index(True)
-    chain, i = [sections[first].name], positions[sections[first].parent]
-    while i != first:
-        chain.append(sections[i].name)
-        i = positions[sections[i].parent]
-    chain.append(sections[first].name)
-    return first, chain

@@ -15,6 +15,7 @@ from ._geometry import (
     R_SCALE,
     section_conductances,
 )
+from ._regions import section_values
 
 
 @dataclass(frozen=True)
@@ -70,27 +71,29 @@ def discretise(cells: list[Cell]):
     area: list[float] = []
     capacitance: list[float] = []
     offsets: dict[str, dict[str, int]] = {}
+    values = {cell.name: section_values(cell) for cell in cells}
     for cell in cells:
         offsets[cell.name] = {}
+        cm = values[cell.name][0]
         for sec in cell.sections:
             offsets[cell.name][sec.name] = len(infos)
             areas = compartment_areas(sec).tolist()
             for k in range(sec.n_compartments):
                 infos.append(CompartmentInfo(cell.name, sec.name, k))
                 area.append(areas[k])
-                capacitance.append(cell.capacitance)
+                capacitance.append(cm[sec.name])
 
     edges: list[tuple[int, int, float]] = []
     junction_members: list[list[tuple[int, float]]] = []
     for cell in cells:
-        ra = cell.axial_resistivity
+        ra = values[cell.name][1]  # per section, as NEURON's Ra
         off = offsets[cell.name]
         # Junction nodes at the 0 and 1 ends of each section, created on demand.
         node_members: dict[tuple[str, float], list[tuple[int, float]]] = defaultdict(
             list
         )
         for sec in cell.sections:
-            inner, g_first, _ = section_conductances(sec, ra)
+            inner, g_first, _ = section_conductances(sec, ra[sec.name])
             start = off[sec.name]
             for k in range(sec.n_compartments - 1):
                 edges.append((start + k, start + k + 1, inner[k]))
@@ -115,7 +118,7 @@ def discretise(cells: list[Cell]):
                 if not node_members[key]:
                     # The parent's half towards that end: the left half of its
                     # first compartment, or the right half of its last.
-                    _, p_first, p_last = section_conductances(parent, ra)
+                    _, p_first, p_last = section_conductances(parent, ra[parent.name])
                     pk, g = (
                         (0, p_first)
                         if x == 0.0

@@ -1,0 +1,83 @@
+"""Checks shared by `Cell` and the region helpers: suggestions and listings for
+messages, positive numbers, ion settings, cycles of parents."""
+
+import difflib
+import math
+from collections.abc import Sequence
+
+from .._errors import concrete_number, InvalidArgument
+
+
+def _suggest(name: str, choices) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _listing(names: Sequence[str], limit: int = 20) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _positive(owner: str, argument: str, x) -> None:
+    if concrete_number(x) and not (math.isfinite(x) and x > 0):
+        raise InvalidArgument(owner, argument, f"must be > 0, got {x!r}")
+
+
+def _check_ions(owner, ions, positions, names):
+    """`Cell.ions`: `IonSetting`s naming sections of the cell, with finite values
+    (concentrations > 0)."""
+    from ..mechanisms._ions import IonSetting
+
+    for m, st in enumerate(ions):
+        if not isinstance(st, IonSetting):
+            raise InvalidArgument(
+                owner, f"ions[{m}]", f"expected an IonSetting, got {st!r}"
+            )
+        for k, sec in enumerate(st.sections or ()):
+            if sec not in positions:
+                raise InvalidArgument(
+                    owner,
+                    f"ions[{m}].sections[{k}]",
+                    f"unknown section {sec!r}{_suggest(sec, names)}: not a "
+                    f"section of this cell (sections: {_listing(names)})",
+                )
+        for key in ("inside", "outside", "reversal"):
+            x = getattr(st, key)
+            if x is None:
+                continue
+            ok = isinstance(x, (int, float)) and math.isfinite(x)
+            if ok and key != "reversal":
+                ok = x > 0
+            if not ok:
+                what = "a finite number" if key == "reversal" else "a number > 0"
+                raise InvalidArgument(
+                    owner, f"ions[{m}].{key}", f"must be {what}, got {x!r}"
+                )
+
+
+def _first_cycle(sections, positions) -> tuple[int, list[str]] | None:
+    """The first section (in order) on a cycle of parents and the cycle from it
+    (`a -> b -> a`), or `None`; linear in the number of sections."""
+    state = [0] * len(sections)  # 0 unseen, 1 on the current walk, 2 done
+    on_cycle = [False] * len(sections)
+    for start in range(len(sections)):
+        walk, i = [], start
+        while i is not None and state[i] == 0:
+            state[i] = 1
+            walk.append(i)
+            p = sections[i].parent
+            i = None if p is None else positions[p]
+        if i is not None and state[i] == 1:  # closed a new cycle at i
+            for j in walk[walk.index(i) :]:
+                on_cycle[j] = True
+        for j in walk:
+            state[j] = 2
+    if not any(on_cycle):
+        return None
+    first = on_cycle.index(True)
+    chain, i = [sections[first].name], positions[sections[first].parent]
+    while i != first:
+        chain.append(sections[i].name)
+        i = positions[sections[i].parent]
+    chain.append(sections[first].name)
+    return first, chain
