@@ -25,27 +25,45 @@ class Recorder(eqx.Module):
 
     index: tuple[int, ...] | None = eqx.field(static=True)
     names: tuple[str, ...] | None = eqx.field(static=True)
+    # events: point-process variables `(group, variable, entry)`, after `index`
+    points: tuple[tuple[int, str, int], ...] = eqx.field(static=True, default=())
 
     @staticmethod
     def of(model: MembraneModel) -> "Recorder":
         recs = model.layout.recordings
-        if not recs:
+        points = model.layout.point_recordings
+        if not recs and not points:
             return Recorder(None, None)
         return Recorder(
-            tuple(int(i) for _, i in recs), tuple(str(name) for name, _ in recs)
+            tuple(int(i) for _, i in recs),
+            tuple(str(name) for name, _ in recs) + tuple(p[0] for p in points),
+            tuple((g, var, entry) for _, g, var, entry in points),
         )
 
     def __call__(self, t, y, args):
         del t, args
         if self.index is None:
             return y.v
-        return y.v[np.asarray(self.index)]
+        v = y.v[np.asarray(self.index, np.int32)]
+        if not self.points:
+            return v
+        return jnp.concatenate([v, jnp.stack([_point(y, p) for p in self.points])])
 
     def split(self, saved: Float[Array, "nsave nrec"]) -> dict:
         """The saved array as `{name: samples}` (`{"v": saved}` for all)."""
         if self.names is None:
             return {"v": saved}
         return {name: saved[:, j] for j, name in enumerate(self.names)}
+
+
+def _point(y, point):
+    """A point-process variable of state `y` (events): a state, or `Exp2Syn`'s
+    `g = B - A`."""
+    g, var, entry = point
+    states = y.groups[g]
+    if var == "g" and "g" not in states:
+        return states["B"][entry] - states["A"][entry]
+    return states[var][entry]
 
 
 class Outcome(eqx.Module):
