@@ -21,9 +21,9 @@ from ._group import AbstractStateGroup, MechanismGroup
 from ._network import build_connections, cast_params, Connections, SynapseGroup
 from ._state import group_states, State
 from ._stimulus import build_stimuli, Site, StepCurrent, Stimuli, TraceCurrent
+from .events._build import build_events, PointRecording  # events: point processes
 from .mechanisms import AbstractKinetics
 from .morphology._cell import Cell, Section
-from .events._build import build_events, PointRecording  # events: point processes
 from .morphology._coupling import (
     AbstractCoupling,
 )

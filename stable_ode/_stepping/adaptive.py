@@ -12,6 +12,7 @@ from .._controller import NonFiniteRejecting, SafeStepTo
 from .._controller._wrapped import AbstractWrappedController
 from .._solver._wrapped import AbstractWrappedSolver
 from .._term import MembraneTerm
+from ..events._stepping import adaptive_span, event_jump_times, with_events
 from ._base import (
     AbstractStepping,
     check_resolution,
@@ -19,7 +20,6 @@ from ._base import (
     solution_stats,
     whole_steps,
 )
-from ..events._stepping import adaptive_span, event_jump_times, with_events
 from .check import check_terms
 from .guard import guard
 

@@ -14,6 +14,7 @@ from .._controller import SafeStepTo
 from .._misc import tree_all_finite
 from .._results import RESULTS
 from .._term import MembraneTerm
+from ..events._stepping import fixed_span, with_events
 from ._base import (
     AbstractStepping,
     check_resolution,
@@ -24,7 +25,6 @@ from ._base import (
     solution_stats,
     whole_steps,
 )
-from ..events._stepping import fixed_span, with_events
 from .check import check_terms
 from .guard import guard, missing_tolerances, NonFiniteGuard
 
