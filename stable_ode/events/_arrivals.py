@@ -60,13 +60,15 @@ class Arrivals(eqx.Module):
         arrivals; `overflow` is whether more arrivals lie in the interval."""
         w = self.window(span)
         time = jax.lax.stop_gradient(self.time)
-        lo = jnp.searchsorted(time, t_lo, side="right")
+        lo = jnp.searchsorted(time, t_lo, side="right").astype(jnp.int32)
         hi = jnp.searchsorted(time, t_hi, side="right" if closed else "left")
-        lo = jnp.minimum(lo, time.shape[0] - w)  # the padding keeps lo + w in range
+        hi = hi.astype(jnp.int32)
+        # The padding keeps `lo + w` in range.
+        lo = jnp.minimum(lo, jnp.int32(time.shape[0] - w))
         t = jax.lax.dynamic_slice_in_dim(time, lo, w)
         entry = jax.lax.dynamic_slice_in_dim(self.entry, lo, w)
         nc = jax.lax.dynamic_slice_in_dim(self.netcon, lo, w)
-        mask = (lo + jnp.arange(w)) < hi
+        mask = (lo + jnp.arange(w, dtype=jnp.int32)) < hi
         return t, entry, self.weight[nc], mask, (hi - lo) > w
 
 

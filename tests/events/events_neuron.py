@@ -7,15 +7,19 @@ import stable_ode as so
 from neuron_reference import _instantiate
 
 
-def run(cells, point_processes, netcons, record, *, t_stop, dt, v_init=-65.0):
+def run(
+    cells, point_processes, netcons, record, *, t_stop, dt, v_init=-65.0, atol=None
+):
     """NEURON's fixed step (`secondorder = 0`, `usetable_hh = 0`) on `cells` with
-    the same point processes and NetCons; `record`: `{name: (site or point
-    process, variable)}` with variable `"v"` or a point-process variable.
-    Returns `(t, {name: trace})`."""
+    the same point processes and NetCons, or CVODE at `atol` (rtol 0, sampled
+    every `dt`) if given; `record`: `{name: (site or point process,
+    variable)}` with variable `"v"` or a point-process variable. Returns `(t,
+    {name: trace})`."""
     from neuron import h
 
     h.load_file("stdrun.hoc")
-    h.CVode().active(0)
+    cvode = h.CVode()
+    cvode.active(0)
     secs = _instantiate(h, cells)
     keep = []
     try:
@@ -47,16 +51,21 @@ def run(cells, point_processes, netcons, record, *, t_stop, dt, v_init=-65.0):
                 starts.append((con, nc.arrival_times()))
             con.weight[0] = nc.weight
             keep.append(con)
+        step = () if atol is None else (dt,)
+        if atol is not None:
+            cvode.active(1)
+            cvode.atol(atol)
+            cvode.rtol(0.0)
         t_vec = h.Vector()
-        t_vec.record(h._ref_t)
+        t_vec.record(h._ref_t, *step)
         vecs = {}
         for name, (what, var) in record.items():
             vec = h.Vector()
             if var == "v":
                 nsec, s = secs[what.cell, what.section]
-                vec.record(nsec(what.position)._ref_v)
+                vec.record(nsec(what.position)._ref_v, *step)
             else:
-                vec.record(getattr(made[id(what)], f"_ref_{var}"))
+                vec.record(getattr(made[id(what)], f"_ref_{var}"), *step)
             vecs[name] = vec
         h.dt = dt
         h.secondorder = 0
@@ -65,10 +74,14 @@ def run(cells, point_processes, netcons, record, *, t_stop, dt, v_init=-65.0):
         for con, times in starts:
             for t in times:
                 con.event(float(t))
-        for _ in range(round(t_stop / dt)):
-            h.fadvance()
+        if atol is None:
+            for _ in range(round(t_stop / dt)):
+                h.fadvance()
+        else:
+            h.continuerun(t_stop)
         return np.array(t_vec), {k: np.array(v) for k, v in vecs.items()}
     finally:
+        cvode.active(0)
         del keep, made
         for nsec, _ in secs.values():
             h.delete_section(sec=nsec)
