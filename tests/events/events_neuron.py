@@ -2,9 +2,9 @@
 imported inside the functions: a test dependency only)."""
 
 import numpy as np
+from neuron_reference import _instantiate
 
 import stable_ode as so
-from neuron_reference import _instantiate
 
 
 def run(

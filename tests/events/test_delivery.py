@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import finite_difference_grad
 
 import stable_ode as so
-from helpers import finite_difference_grad
 
 
 CELL = so.Cell(

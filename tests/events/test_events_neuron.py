@@ -24,13 +24,10 @@ One HH compartment, L = diam = 20 µm, 6.3 °C. Measured (x86-64, float64):
 
 import diffrax as dfx
 import numpy as np
-import pytest
-
-import stable_ode as so
+from events_neuron import run
 from helpers import spike_times
 
-pytest.importorskip("neuron")
-from events_neuron import run  # noqa: E402
+import stable_ode as so
 
 
 CELL = so.Cell(
