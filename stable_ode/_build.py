@@ -51,6 +51,15 @@ def check_shapes(model):
         x = jax.eval_shape(lambda g=group: g.init_states(model, v))
         for name, leaf in x.items():
             check(f"init_states()[{name!r}]", leaf)
+        for ion in model.ions:
+            for g, state in ion.writes_inside + ion.writes_outside:
+                if model.groups[g] is group and state not in x:
+                    raise ValueError(
+                        f"{describe(group)}: writes {state!r} (UseIon {ion.name!r}) "
+                        f"but has no state of that name (its states: {sorted(x)}); "
+                        "a written concentration is the writer's state of exactly "
+                        "that name"
+                    )
         rhs, i = jax.eval_shape(shapes, x)
         if set(names) != set(x):
             raise ValueError(

@@ -12,6 +12,11 @@ diagnostics iterate groups uniformly:
   `i` of its kind (`point_current`: densities in mA/cm², or point currents in
   nA, converted once for all point groups);
 - `init_states(model, v)`: its initial states.
+
+A mechanism group whose mechanism uses ions (`uses_ions`) also takes `ions`,
+the model's ions over all compartments (`{name: IonView}` of shape `(ncomp,)`,
+from `MembraneModel.ion_views`), of which its `Environment` gets its own
+compartments; `currents(...)` gives its current split by ion.
 """
 
 import abc
@@ -20,7 +25,7 @@ from typing import ClassVar
 import equinox as eqx
 from jaxtyping import Array, Float, Int
 
-from .mechanisms import AbstractKinetics, AbstractMechanism, Environment
+from .mechanisms import AbstractKinetics, AbstractMechanism, Environment, IonView
 
 
 class AbstractStateGroup(eqx.Module):
@@ -102,6 +107,15 @@ class MechanismGroup(AbstractStateGroup):
             return x[self.span[0] : self.span[1]]
         return x[self.index]
 
+    def put(self, x: Float[Array, " ncomp"], y: Float[Array, " n"]):
+        """`x` with `y` in place at this group's compartments."""
+        if self.span is not None:
+            a, b = self.span
+            if a == 0 and b == x.shape[0]:
+                return y
+            return x.at[a:b].set(y)
+        return x.at[self.index].set(y)
+
     def add_to(self, x: Float[Array, " ncomp"], y: Float[Array, " n"]):
         """`x` with `y` added at this group's compartments."""
         if self.span is not None:
@@ -123,23 +137,77 @@ class MechanismGroup(AbstractStateGroup):
     def label(self) -> str:
         return self.name
 
-    def environment(self, model) -> Environment:
+    @property
+    def uses_ions(self) -> bool:
+        """Whether the mechanism declares ions (`UseIon`s)."""
+        return bool(self.mechanism.ions)
+
+    def environment(self, model, ions=None) -> Environment:
+        """The mechanism's `Environment`; its ions from `ions` (the model's
+        `{name: IonView}` over all compartments) or, if `None`, from the model's
+        initial concentrations (`MembraneModel.ion_views()`)."""
+        if not self.uses_ions:
+            return Environment(
+                celsius=model.celsius,
+                area=self.take(model.area),
+                diam=self.take(model.diameter),
+                length=self.take(model.length),
+            )
+        if ions is None:
+            ions = model.ion_views()
         return Environment(
             celsius=model.celsius,
             area=self.take(model.area),
             diam=self.take(model.diameter),
             length=self.take(model.length),
+            ions={
+                u.ion: IonView(
+                    inside=self.take(ions[u.ion].inside),
+                    outside=self.take(ions[u.ion].outside),
+                    reversal=self.take(ions[u.ion].reversal),
+                    current=self.take(ions[u.ion].current),
+                    valence=ions[u.ion].valence,
+                )
+                for u in self.mechanism.ions
+            },
         )
 
-    def kinetics(self, model, v, states):
-        return self.mechanism.kinetics(self.take(v), states, self.environment(model))
+    def kinetics(self, model, v, states, ions=None):
+        env = self.environment(model, ions)
+        return self.mechanism.kinetics(self.take(v), states, env)
 
-    def current(self, model, v, states):
-        env = self.environment(model)
-        return self.mechanism.current(self.take(v), states, env)
+    def currents(self, model, v, states, ions=None) -> dict[str, Array]:
+        """The mechanism's current split by ion: `{ion: density, ...,
+        "nonspecific": density}` (mA/cm²), checked against its `UseIon`s."""
+        out = self.mechanism.current(
+            self.take(v), states, self.environment(model, ions)
+        )
+        if not isinstance(out, dict):
+            return {"nonspecific": out}
+        allowed = {u.ion for u in self.mechanism.ions if f"i{u.ion}" in u.write}
+        for key in out:
+            if key != "nonspecific" and key not in allowed:
+                raise ValueError(
+                    f"{self.name}.current returns a current of {key!r}, but the "
+                    f"mechanism writes no such ion current (declare UseIon({key!r}, "
+                    f"write=('i{key}',)) in its `ions`; or use 'nonspecific'); it "
+                    f"writes {sorted(allowed)}"
+                )
+        return out
 
-    def add_current(self, model, i, v, states):
-        return self.add_to(i, self.current(model, v, states))
+    def current(self, model, v, states, ions=None):
+        if not self.uses_ions:
+            env = self.environment(model)
+            return self.mechanism.current(self.take(v), states, env)
+        parts = list(self.currents(model, v, states, ions).values())
+        total = parts[0]
+        for p in parts[1:]:
+            total = total + p
+        return total
 
-    def init_states(self, model, v):
-        return self.mechanism.init_states(self.take(v), self.environment(model))
+    def add_current(self, model, i, v, states, ions=None):
+        return self.add_to(i, self.current(model, v, states, ions))
+
+    def init_states(self, model, v, ions=None):
+        env = self.environment(model, ions)
+        return self.mechanism.init_states(self.take(v), env)

@@ -18,11 +18,20 @@ from jaxtyping import Array, Float
 
 from ._build import check_shapes, choose_coupling
 from ._group import AbstractStateGroup, MechanismGroup
+from ._ion_table import (
+    build_ions,
+    BuiltIon,
+    check_variable,
+    concentration_views,
+    current_views,
+    reads_current,
+)
 from ._network import build_connections, cast_params, Connections, SynapseGroup
 from ._state import group_states, State
 from ._stimulus import build_stimuli, Site, StepCurrent, Stimuli, TraceCurrent
 from .events._build import build_events, PointRecording  # events: point processes
-from .mechanisms import AbstractKinetics
+from .mechanisms import AbstractKinetics, IonView
+from .mechanisms._ions import IonSpecies
 from .morphology._cell import Cell, Section
 from .morphology._coupling import (
     AbstractCoupling,
@@ -32,6 +41,7 @@ from .morphology._discretise import (
     CompartmentInfo,
     discretise,
 )
+from .morphology._geometry import compartment_diameters
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class Layout:
     compartments: tuple[CompartmentInfo, ...]
     recordings: tuple[tuple[str, int], ...]
     sections: tuple[tuple[str, Section, int], ...] = ()  # (cell, section, offset)
+    recording_variables: tuple[str, ...] = ()  # per recording; () means all "v"
     # events: (name, group position in `groups`, variable, entry)
     point_recordings: tuple[tuple[str, int, str, int], ...] = ()
 
@@ -50,10 +61,17 @@ class Layout:
 
 
 class Recording(eqx.Module):
-    """Record the membrane potential at `site` under `name`."""
+    """Record `variable` at `site` under `name`.
+
+    `variable`: `"v"` (membrane potential, mV, the default) or an ion's
+    variable as NEURON names it: `"cai"`, `"cao"` (mM), `"eca"` (mV), `"ica"`
+    (mA/cm², the ion's total membrane current), likewise for every ion of the
+    model. Mechanism states (`"m_hh"`) are not supported yet.
+    """
 
     name: str
     site: Site
+    variable: str = "v"
 
 
 class MembraneModel(eqx.Module):
@@ -72,6 +90,8 @@ class MembraneModel(eqx.Module):
     - `v_init`: initial membrane potential per compartment, mV.
     - `layout`: static names of compartments and recordings.
     - `synapses`: tuple of `SynapseGroup` (chemical synapses).
+    - `ions`: tuple of `BuiltIon` (empty without ions): initial/constant
+      concentrations and fixed reversal potentials per compartment.
     - `point_processes`: tuple of point-process groups (`stable_ode.events`:
       ExpSyn, Exp2Syn, AlphaSynapse, SEClamp, one group per kind).
     """
@@ -87,6 +107,7 @@ class MembraneModel(eqx.Module):
     v_init: Float[Array, " ncomp"]
     layout: Layout = eqx.field(static=True)
     synapses: tuple[SynapseGroup, ...] = ()
+    ions: tuple[BuiltIon, ...] = ()
     point_processes: tuple[AbstractStateGroup, ...] = ()  # events
 
     @property
@@ -104,11 +125,43 @@ class MembraneModel(eqx.Module):
         return self.mechanisms + self.synapses + self.point_processes
 
     def kinetics(
-        self, v: Float[Array, " ncomp"], states: tuple[dict[str, Array], ...] | dict
+        self,
+        v: Float[Array, " ncomp"],
+        states: tuple[dict[str, Array], ...] | dict,
+        current_v: Float[Array, " ncomp"] | None = None,
     ) -> tuple[dict[str, AbstractKinetics], ...] | dict:
         """Every group's kinetics at voltages `v` (mV) and group states `states`
-        (`State.groups`), as a tuple in the same order."""
-        return group_states(g.kinetics(self, v, x) for g, x in zip(self.groups, states))
+        (`State.groups`), as a tuple in the same order.
+
+        The ion currents that mechanisms read (`IonView.current`, NEURON's
+        `ica` seen by a calcium pool) are evaluated at `current_v` (default
+        `v`): `BackwardEuler` passes the step's initial voltage, as NEURON
+        updates states with the currents of the start of its step."""
+        if not self.ions:
+            return group_states(
+                g.kinetics(self, v, x) for g, x in zip(self.groups, states)
+            )
+        views = self.ion_views(
+            v if current_v is None else current_v,
+            states,
+            currents=reads_current(self),
+        )
+        return group_states(
+            g.kinetics(self, v, x, views) if _ionic(g) else g.kinetics(self, v, x)
+            for g, x in zip(self.groups, states)
+        )
+
+    def ion_views(
+        self, v=None, states=None, *, currents: bool = False
+    ) -> dict[str, IonView]:
+        """Every ion over all compartments (`{name: IonView}`, arrays of shape
+        `(ncomp,)`) at group states `states` (`None`: the initial
+        concentrations); with `currents`, each ion's total membrane current at
+        voltages `v` (mV), else zero currents."""
+        views = concentration_views(self, states)
+        if currents:
+            views, _ = current_views(self, v, states, views)
+        return views
 
     def ionic_current(
         self,
@@ -121,10 +174,23 @@ class MembraneModel(eqx.Module):
         other groups (synapses onto the compartment, nA → mA/cm²)."""
         i = jnp.zeros_like(v)
         point = None
-        for group, x in zip(self.groups, states):
+        views, cache = None, {}
+        if self.ions:
+            views, cache = current_views(
+                self, v, states, concentration_views(self, states)
+            )
+        for k, (group, x) in enumerate(zip(self.groups, states)):
             if group.point_current:
                 point = jnp.zeros_like(v) if point is None else point
                 point = group.add_current(self, point, v, x)
+            elif k in cache:
+                parts = list(cache[k].values())
+                total = parts[0]
+                for p in parts[1:]:
+                    total = total + p
+                i = group.add_to(i, total)
+            elif views is not None and _ionic(group):
+                i = group.add_current(self, i, v, x, views)
             else:
                 i = group.add_current(self, i, v, x)
         if point is not None:
@@ -143,8 +209,17 @@ class MembraneModel(eqx.Module):
         """Voltages at `v_init`, every group's states at their initial values
         there (gates at steady state)."""
         v = self.v_init
+        if not self.ions:
+            return State(
+                v=v, groups=group_states(g.init_states(self, v) for g in self.groups)
+            )
+        views = self.ion_views()
         return State(
-            v=v, groups=group_states(g.init_states(self, v) for g in self.groups)
+            v=v,
+            groups=group_states(
+                g.init_states(self, v, views) if _ionic(g) else g.init_states(self, v)
+                for g in self.groups
+            ),
         )
 
     def index(self, cell: str, section: str, position: float = 0.5) -> int:
@@ -153,6 +228,11 @@ class MembraneModel(eqx.Module):
             if name == cell and sec.name == section:
                 return offset + compartment_of(sec, position)
         raise KeyError(f"No section {section!r} in cell {cell!r}")
+
+
+def _ionic(group) -> bool:
+    """Whether `group` is a mechanism group whose mechanism uses ions."""
+    return isinstance(group, MechanismGroup) and group.uses_ions
 
 
 def build(
@@ -166,6 +246,7 @@ def build(
     celsius: float = 6.3,
     v_init: float = -65.0,
     dtype=None,
+    ions: dict[str, IonSpecies] | None = None,
 ) -> MembraneModel:
     """Discretise `cells` into a `MembraneModel`.
 
@@ -185,6 +266,9 @@ def build(
     - `celsius`: temperature, °C (NEURON's `celsius`, default 6.3).
     - `v_init`: initial membrane potential, mV.
     - `dtype`: `jnp.float32` or `jnp.float64` (default: JAX's default float).
+    - `ions`: `{name: IonSpecies}`, the model's ion settings (initial
+      concentrations mM, fixed reversal mV, valence); defaults NEURON's (see
+      `stable_ode.mechanisms.UseIon`). Per-section overrides: `Cell(ions=...)`.
 
     **Returns:** a `MembraneModel`.
     """
@@ -218,7 +302,7 @@ def build(
         for sec in cell.sections:
             start = offsets[cell.name][sec.name]
             stop = start + sec.n_compartments
-            diameter[start:stop] = sec.diameter
+            diameter[start:stop] = compartment_diameters(sec)
             length[start:stop] = sec.length / sec.n_compartments
             sections.append((cell.name, sec, start))
 
@@ -311,10 +395,13 @@ def build(
     dup = {r for r in rec_names if rec_names.count(r) > 1}
     if dup:
         raise ValueError(f"duplicate recording names {sorted(dup)}")
+    ion_table = build_ions(cells, offsets, groups, ions, n, dtype)
+    variables = tuple(check_variable(r, ion_table) for r in recordings)
     layout = Layout(
         compartments=tuple(infos),
         recordings=tuple((r.name, index_of(r.site)) for r in recordings),
         sections=tuple(sections),
+        recording_variables=variables if any(x != "v" for x in variables) else (),
         point_recordings=tuple(  # events: positions in `MembraneModel.groups`
             (name, len(groups) + len(synapse_groups) + k, var, entry)
             for name, k, var, entry in point_recs
@@ -332,6 +419,7 @@ def build(
         v_init=jnp.full((n,), v_init, dtype),
         layout=layout,
         synapses=synapse_groups,
+        ions=ion_table,
         point_processes=pp_groups,
     )
     check_shapes(model)

@@ -13,6 +13,11 @@ Mapping (NEURON ← stable_ode):
 - `Section(name, length, diameter, n_compartments, parent, parent_position)` →
   a section with `L`, `diam`, `nseg`, connected by `child.connect(parent(x), 0)`;
   the cell's `axial_resistivity` → `Ra`, `capacitance` → `cm`.
+- `Section(name, points=..., ...)` → the same with `sec.pt3dadd(x, y, z, diam)`
+  for each point instead of `L` and `diam` (NEURON then takes `L`, the areas and
+  the axial resistances from the 3-D points). `run_neuron` does not call
+  `h.define_shape()` (it would turn the cylinder sections into 3-D points of
+  single precision); `neuron_geometry` does, if asked.
 - `HH(...)` → `hh` (`gnabar_hh`, `gkbar_hh`, `gl_hh`, `el_hh`, `ena`, `ek`);
   `Passive(g, e)` → `pas` (`g_pas`, `e_pas`). Parameters must be scalars.
 - `StepCurrent(site, amplitude, delay, duration)` → `IClamp(sec(x))` with `amp`
@@ -67,8 +72,12 @@ def _instantiate(h, cells):
     for cell in cells:
         for s in cell.sections:
             nsec = h.Section(name=f"ref{tag}_{cell.name}_{s.name}")
-            nsec.L = s.length
-            nsec.diam = s.diameter
+            if s.points is None:
+                nsec.L = s.length
+                nsec.diam = s.diameter
+            else:
+                for x, y, z, d in s.points:
+                    nsec.pt3dadd(x, y, z, d)
             nsec.nseg = s.n_compartments
             nsec.Ra = cell.axial_resistivity
             nsec.cm = cell.capacitance
@@ -191,5 +200,67 @@ def run_neuron(
     finally:
         cvode.active(0)
         h.celsius, h.dt, h.secondorder, h.usetable_hh = old
+        for nsec, _ in secs.values():
+            h.delete_section(sec=nsec)
+
+
+def neuron_geometry(cells, *, define_shape: bool = True, frequency: float = 100.0):
+    """NEURON's own geometry of `cells`, section by section.
+
+    **Arguments:**
+
+    - `cells`: `stable_ode.Cell`s (mechanisms are inserted but play no part).
+    - `define_shape`: call `h.define_shape()` first (NEURON's areas and
+      resistances "after define_shape"; cylinder sections become 3-D points).
+    - `frequency`: Hz, for `lambda_f`.
+
+    **Returns:** `{(cell, section): dict}` with `L` (µm), `area` (µm², per
+    segment: `seg.area()`), `ri` (MΩ, per segment: `seg.ri()`), `ri1`
+    (`sec(1).ri()`, MΩ: the right half of the last segment), `diam` (µm, per
+    segment: `seg.diam`) and `lambda_f` (µm: `h.lambda_f(frequency)`, or `None`
+    where NEURON refuses it).
+    """
+    from neuron import h
+
+    h.load_file("stdrun.hoc")
+    secs = _instantiate(h, cells)
+    try:
+        if define_shape:
+            h.define_shape()
+        out = {}
+        for key, (nsec, _) in secs.items():
+            try:
+                lam = h.lambda_f(frequency, sec=nsec)
+            except RuntimeError:  # a zero diameter before the last 3-D point
+                lam = None
+            out[key] = {
+                "L": nsec.L,
+                "area": np.array([seg.area() for seg in nsec]),
+                "ri": np.array([seg.ri() for seg in nsec]),
+                "ri1": nsec(1).ri(),
+                "diam": np.array([seg.diam for seg in nsec]),
+                "lambda_f": lam,
+            }
+        return out
+    finally:
+        for nsec, _ in secs.values():
+            h.delete_section(sec=nsec)
+
+
+def neuron_input_resistance(cells, site) -> float:
+    """NEURON's input resistance at `site` (a `stable_ode.Site`), MΩ: `Impedance`
+    at 0 Hz (with `pas` alone this is the exact steady-state `ΔV/I`)."""
+    from neuron import h
+
+    h.load_file("stdrun.hoc")
+    secs = _instantiate(h, cells)
+    try:
+        nsec = secs[site.cell, site.section][0]
+        h.finitialize(-65.0)
+        imp = h.Impedance()
+        imp.loc(site.position, sec=nsec)
+        imp.compute(0)
+        return imp.input(site.position, sec=nsec)
+    finally:
         for nsec, _ in secs.values():
             h.delete_section(sec=nsec)

@@ -27,7 +27,10 @@ class BackwardEuler(AbstractVoltageSolver):
        through lineax (`lx.TridiagonalLinearOperator` + `lx.Tridiagonal()` for
        cables);
     2. states: each group's kinetics at the new `v1` (and the states of `t0`)
-       update its states over `dt` (gates: exact exponential update).
+       update its states over `dt` (gates: exact exponential update); the ion
+       currents a mechanism reads (a calcium pool's `ica`) are those of `v0`,
+       as in NEURON, whose state update follows the current computation of the
+       start of its step.
 
     Unconditionally stable for the cable equation (L-stable voltage step); order 1.
 
@@ -70,7 +73,7 @@ class BackwardEuler(AbstractVoltageSolver):
         dt = t1 - t0
         s = model.stimulus_density(0.5 * (t0 + t1))
         v1, dv0, g = voltage_step(term, y0, dt, s, 1.0, self.linear_solver)
-        kin1 = model.kinetics(v1, y0.groups)
+        kin1 = model.kinetics(v1, y0.groups, current_v=y0.v)
         y1 = advance(kin1, y0, dt, v1)
         f0 = state_rhs(term, y0, s, dv=dv0)
         f1 = state_rhs(term, y1, s, kin=kin1)

@@ -13,6 +13,7 @@ from typing import Any
 from .._errors import InvalidArgument
 from ..morphology import Cell, Insert, load_swc, Section
 from ..morphology._discretise import half_conductance, section_area
+from ._ions import read_cell_ions
 from ._reader import key, one_line, Reader, suggest
 from ._registry import mechanism_parameters, REGISTRY
 
@@ -174,9 +175,11 @@ class CellReader:
                 "mechanisms",
                 "axial_resistivity",
                 "capacitance",
+                "ions",
             ),
         )
         name = r.name(raw["name"], key(where, "name"))
+        ions = read_cell_ions(r, raw.get("ions", []), key(where, "ions"))
         ra = r.number(
             raw.get("axial_resistivity", 35.4), key(where, "axial_resistivity")
         )
@@ -201,12 +204,22 @@ class CellReader:
                 raw["swc"], key(where, "swc"), where, name, inserts, ra, cm, options
             )
             source = SwcSource(str(path), tuple(options.items()))
+            if ions:
+                with r.at(where):
+                    cell = Cell(
+                        cell.name,
+                        cell.sections,
+                        cell.mechanisms,
+                        cell.axial_resistivity,
+                        cell.capacitance,
+                        ions=ions,
+                    )
         else:
             sw = key(where, "sections")
             items = r.seq(raw["sections"], sw)
             sections = [self.section(s, f"{sw}[{i}]") for i, s in enumerate(items)]
             with r.at(where):
-                cell = Cell(name, sections, inserts, ra, cm)
+                cell = Cell(name, sections, inserts, ra, cm, ions=ions)
             source = None
         self.check_dtype(cell, where)
         return cell, source

@@ -171,6 +171,7 @@ def build_spec(spec: ModelSpec) -> MembraneModel:
             celsius=spec.temperature,
             v_init=spec.v_init,
             dtype=dtype,
+            ions=spec.ions,
         )
     except (ValueError, TypeError, LookupError) as e:
         raise SpecError(spec.file, "cells", one_line(e)) from e

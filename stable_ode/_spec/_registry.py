@@ -310,9 +310,10 @@ class Registry:
       as diffrax solver classes).
     - `controllers`: controller kinds (`integration.controller.kind`) and the
       class each makes.
-    - `point_processes`, `ions`, `variables`, `netcon_sources`: the format's
-      planned additions (NEURON's point processes, ions, recorded variables and
-      NetCon sources); empty until they are implemented.
+    - `ions`: the keys of an `ions` entry and their kinds (`ION_KEYS`).
+    - `variables`: what a record's `variable` may name (`RECORD_VARIABLES`).
+    - `point_processes`, `netcon_sources`: the format's planned additions
+      (NEURON's point processes and NetCon sources); empty until implemented.
     """
 
     mechanisms: Mapping[str, type]
@@ -350,11 +351,33 @@ class Registry:
         return solver
 
 
+ION_KEYS = {
+    "inside": "concentration",
+    "outside": "concentration",
+    "reversal": "potential",
+    "valence": "valence",
+}
+"""The keys of an `ions` entry (top level, and a cell's but `valence`) and
+their kinds: concentrations mM (> 0), a fixed reversal potential mV, an
+integer valence."""
+
+RECORD_VARIABLES = {
+    "v": "membrane potential (mV)",
+    "<ion>i": "inside concentration (mM)",
+    "<ion>o": "outside concentration (mM)",
+    "e<ion>": "reversal potential (mV)",
+    "i<ion>": "the ion's total membrane current density (mA/cm²)",
+}
+"""What a record's `variable` may name (`<ion>`: any ion of the model)."""
+
+
 REGISTRY = Registry(
     mechanisms=MECHANISMS,
     synapses=SYNAPSES,
     stimuli=STIMULUS_KINDS,
     solvers=SOLVERS,
     controllers={"pid": dfx.PIDController},
+    ions=ION_KEYS,
+    variables=RECORD_VARIABLES,
 )
 """The names model files may use (see `Registry`)."""

@@ -9,7 +9,7 @@ settings by name, the synapses as compartment indices and the SWC sources.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from .._model import Recording
 from .._stimulus import StepCurrent, TraceCurrent
 from ..morphology import Cell
 from ._cells import CellReader, SwcSource
+from ._ions import check_variables, read_ions
 from ._reader import describe, key, LIMITS, Limits, Reader, suggest
 from ._registry import (
     check_solver,
@@ -57,7 +58,8 @@ class ModelSpec:
     **Fields:** `file` (as given), `temperature` (°C), `v_init` (mV), `t_stop` (ms),
     `cells` (`Cell`s), `synapses` (`SynapseSpec`s), `stimuli` (`StepCurrent`s and
     `TraceCurrent`s), `record` (`Recording`s), `integration` (`IntegrationSpec`),
-    `swc` (per cell, its `SwcSource` or `None`).
+    `swc` (per cell, its `SwcSource` or `None`), `ions` (`{name: IonSpecies}`,
+    the top-level `ions`).
     """
 
     file: str
@@ -70,6 +72,7 @@ class ModelSpec:
     record: tuple[Recording, ...]
     integration: IntegrationSpec
     swc: tuple[SwcSource | None, ...] = ()
+    ions: dict = field(default_factory=dict)
 
     @property
     def directory(self) -> Path:
@@ -223,7 +226,7 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
         raw,
         "",
         required=("format", "t_stop", "cells", "integration"),
-        optional=("temperature", "v_init", "synapses", "stimuli", "record"),
+        optional=("temperature", "v_init", "synapses", "stimuli", "record", "ions"),
     )
     directory = Path(file).resolve().parent
     t_stop = r.number(raw["t_stop"], "t_stop", gt=0)
@@ -252,6 +255,8 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
         for i, s in enumerate(r.seq(raw.get("record", []), "record"))
     )
     r.unique([x.name for x in record], "record", "recording")
+    ions = read_ions(r, raw["ions"]) if "ions" in raw else {}
+    check_variables(r, record, cells, ions)
     _check_budget(r, integration, t_stop, sites.n_compartments, len(record), limits)
     return ModelSpec(
         file=file,
@@ -264,4 +269,5 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
         record=record,
         integration=integration,
         swc=tuple(s for _, s in read),
+        ions=ions,
     )

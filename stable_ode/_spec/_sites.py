@@ -177,7 +177,9 @@ def read_stimulus(r: Reader, raw, where: str, sites: Sites):
 
 
 def read_record(r: Reader, raw, where: str, sites: Sites) -> Recording:
-    raw = r.table(raw, where, required=("name", *_SITE_KEYS), optional=("position",))
+    raw = r.table(
+        raw, where, required=("name", *_SITE_KEYS), optional=("position", "variable")
+    )
     name = r.name(raw["name"], key(where, "name"))
     if name in RESERVED_OUTPUT_NAMES:
         r.fail(
@@ -185,5 +187,6 @@ def read_record(r: Reader, raw, where: str, sites: Sites) -> Recording:
             f"{name!r} is reserved (the output file stores 't' and 'stats')",
         )
     site = sites.site(raw, where)[0]
+    variable = r.string(raw.get("variable", "v"), key(where, "variable"))
     with r.at(where):
-        return Recording(name, site)
+        return Recording(name, site, variable)

@@ -12,6 +12,7 @@ from jaxtyping import Array, Float
 
 from .._model import MembraneModel, State
 from .._results import RESULTS
+from ..mechanisms._ions import ion_variable
 
 
 class Recorder(eqx.Module):
@@ -21,10 +22,14 @@ class Recorder(eqx.Module):
     with the same recordings compare equal and share their compilation.
 
     **Fields:** `index`, the recorded compartments (`None`: every compartment,
-    saved as `"v"`); `names`, the recordings' names in the same order."""
+    saved as `"v"`); `names`, the recordings' names in the same order;
+    `variables`, what each records (`()`: all `"v"`; else `"v"` or an ion
+    variable such as `"cai"`, computed from the model passed as the solve's
+    `args`)."""
 
     index: tuple[int, ...] | None = eqx.field(static=True)
     names: tuple[str, ...] | None = eqx.field(static=True)
+    variables: tuple[str, ...] = eqx.field(static=True, default=())
     # events: point-process variables `(group, variable, entry)`, after `index`
     points: tuple[tuple[int, str, int], ...] = eqx.field(static=True, default=())
 
@@ -37,17 +42,43 @@ class Recorder(eqx.Module):
         return Recorder(
             tuple(int(i) for _, i in recs),
             tuple(str(name) for name, _ in recs) + tuple(p[0] for p in points),
+            tuple(model.layout.recording_variables),
             tuple((g, var, entry) for _, g, var, entry in points),
         )
 
     def __call__(self, t, y, args):
-        del t, args
+        del t
         if self.index is None:
             return y.v
-        v = y.v[np.asarray(self.index, np.int32)]
+        if not self.variables:
+            cols = y.v[np.asarray(self.index, np.int32)]
+        else:
+            cols = self._variables(args, y)
         if not self.points:
-            return v
-        return jnp.concatenate([v, jnp.stack([_point(y, p) for p in self.points])])
+            return cols
+        # events: point-process variables after the others
+        return jnp.concatenate([cols, jnp.stack([_point(y, p) for p in self.points])])
+
+    def _variables(self, model: MembraneModel, y):
+        """The recorded variables at state `y` of `model` (the solve's `args`)."""
+        if not isinstance(model, MembraneModel):
+            raise ValueError(
+                "recording ion variables needs the model as the solve's args"
+            )
+        names = [ion.name for ion in model.ions]
+        need_current = any(
+            (ion_variable(var, names) or ("", ""))[0] == "current"
+            for var in self.variables
+        )
+        views = model.ion_views(y.v, y.groups, currents=need_current)
+        cols = []
+        for var, i in zip(self.variables, self.index):
+            if var == "v":
+                cols.append(y.v[i])
+            else:
+                kind, ion = ion_variable(var, names)
+                cols.append(getattr(views[ion], kind)[i])
+        return jnp.stack(cols)
 
     def split(self, saved: Float[Array, "nsave nrec"]) -> dict:
         """The saved array as `{name: samples}` (`{"v": saved}` for all)."""

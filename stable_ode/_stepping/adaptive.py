@@ -178,6 +178,7 @@ class AdaptiveSteps(AbstractStepping):
             t1,
             self.dt0,
             y0,
+            args=model if recorder.variables else None,  # ion recordings
             saveat=dfx.SaveAt(
                 subs=[
                     dfx.SubSaveAt(ts=ts, t1=True, fn=recorder),

@@ -192,6 +192,7 @@ def _grid_solve(model, y0, cfg: _Fixed, solver, controller, max_steps):
         grid[-1],
         None,
         y0,
+        args=model if cfg.recorder.variables else None,  # ion recordings
         saveat=dfx.SaveAt(
             subs=[
                 dfx.SubSaveAt(t0=True, steps=True, fn=cfg.recorder),

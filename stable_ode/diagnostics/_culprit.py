@@ -77,8 +77,8 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
             states = {k: jnp.asarray(x) for k, x in ins.items() if k != "v"}
             env = group.environment(model)
             _, di = jax.jvp(
-                lambda u, mech=mech, states=states, env=env: mech.current(
-                    u, states, env
+                lambda u, mech=mech, states=states, env=env: _total(
+                    mech.current(u, states, env)
                 ),
                 (v,),
                 (jnp.ones_like(v),),
@@ -105,6 +105,11 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
                 culprit_location=None if comp is None else model.layout.describe(comp),
             )
     return None
+
+
+def _total(i):
+    """A mechanism's current: the sum of its per-ion parts if it splits it."""
+    return sum(i.values()) if isinstance(i, dict) else i
 
 
 def _synapse_culprit(model, rec, bad_in) -> Diagnosis | None:

@@ -72,6 +72,11 @@ class ProbedMechanism(AbstractMechanism):
     group: int = eqx.field(static=True)
     record: Callable = eqx.field(static=True)
 
+    @property
+    def ions(self):
+        """The wrapped mechanism's `UseIon`s."""
+        return self.inner.ions
+
     def kinetics(self, v, states, env):
         kin = self.inner.kinetics(v, states, env)
         outputs = kinetics_values(kin, states)
@@ -80,7 +85,8 @@ class ProbedMechanism(AbstractMechanism):
 
     def current(self, v, states, env):
         i = self.inner.current(v, states, env)
-        _probe(self.record, "current", self.group, {"v": v, **states}, {"i": i})
+        out = {f"i[{k}]": x for k, x in i.items()} if isinstance(i, dict) else {"i": i}
+        _probe(self.record, "current", self.group, {"v": v, **states}, out)
         return i
 
     def init_states(self, v, env):

@@ -2,6 +2,16 @@
 
 from ._base import AbstractMechanism as AbstractMechanism
 from ._env import Environment as Environment
+from ._ions import (
+    FARADAY as FARADAY,
+    GAS_CONSTANT as GAS_CONSTANT,
+    ghk as ghk,
+    IonSetting as IonSetting,
+    IonSpecies as IonSpecies,
+    IonView as IonView,
+    nernst as nernst,
+    UseIon as UseIon,
+)
 from ._kinetics import (
     AbstractKinetics as AbstractKinetics,
     alpha_beta_gate as alpha_beta_gate,

@@ -11,11 +11,13 @@ for frozen voltage; vector-field solvers use `rhs`.
 """
 
 import abc
+from typing import ClassVar
 
 import equinox as eqx
 from jaxtyping import Array, ArrayLike, Float
 
 from ._env import Environment
+from ._ions import UseIon
 from ._kinetics import AbstractKinetics, Relaxation
 
 
@@ -69,6 +71,14 @@ class AbstractMechanism(eqx.Module):
       `finitialize`), with `kinetics` called with `states={}`; a mechanism with
       a `RateEquation` state, or whose kinetics read its states, implements it.
 
+    Ions (NEURON's `USEION`): declare them in the class variable `ions`, a
+    tuple of `UseIon`s (default: none). The mechanism then sees each ion as
+    `env.ion(name)` (an `IonView`: `inside`, `outside` mM, `reversal` mV,
+    `current` mA/cm²); a mechanism writing `<ion>i` (or `<ion>o`) has a state of
+    exactly that name (`cai`), the ion's concentration in its compartments; a
+    mechanism writing `i<ion>` returns from `current` a dict `{ion: density,
+    ..., "nonspecific": density}` (mA/cm²) whose sum is its membrane current.
+
     Every state's kinetics are evaluated at the states of the start of a stage
     and vary only in the state's own value (see `AbstractKinetics`).
 
@@ -80,6 +90,8 @@ class AbstractMechanism(eqx.Module):
     Use `stable_ode.safe_exp`, `vtrap`, `x_over_expm1` in rate functions so that
     no voltage can make them overflow or divide 0 by 0.
     """
+
+    ions: ClassVar[tuple[UseIon, ...]] = ()
 
     def kinetics(
         self,
@@ -107,8 +119,9 @@ class AbstractMechanism(eqx.Module):
         v: Float[Array, " n"],
         states: dict[str, Float[Array, " n"]],
         env: Environment,
-    ) -> Float[Array, " n"]:
-        """Outward current density, mA/cm²."""
+    ) -> Float[Array, " n"] | dict[str, Float[Array, " n"]]:
+        """Outward current density, mA/cm² (or a dict of them by ion, see the
+        class docstring)."""
 
     def init_states(
         self, v: Float[Array, " n"], env: Environment

@@ -1,8 +1,10 @@
-"""What a mechanism sees besides its own states: temperature and geometry."""
+"""What a mechanism sees besides its own states: temperature, geometry, ions."""
 
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
+
+from ._ions import IonView
 
 
 class Environment(eqx.Module):
@@ -16,6 +18,8 @@ class Environment(eqx.Module):
     - `area`: lateral membrane area per compartment, cm².
     - `diam`: compartment diameter, µm.
     - `length`: compartment length, µm.
+    - `ions`: `{name: IonView}` for the ions the mechanism declares in its
+      `ions` class variable (`UseIon`s); empty for every other mechanism.
 
     Outside a model (e.g. `HH().kinetics(v, {}, Environment(celsius=6.3))` in a
     plot) the geometry may be `None`.
@@ -25,6 +29,19 @@ class Environment(eqx.Module):
     area: Float[Array, " n"] | None = None
     diam: Float[Array, " n"] | None = None
     length: Float[Array, " n"] | None = None
+    ions: dict[str, IonView] = eqx.field(default_factory=dict)
+
+    def ion(self, name: str) -> IonView:
+        """The `IonView` of ion `name` (`cai` is `env.ion("ca").inside`); a
+        `ValueError` naming the ion if the mechanism did not declare it."""
+        try:
+            return self.ions[name]
+        except KeyError:
+            raise ValueError(
+                f"ion {name!r} is not available here: declare it in the mechanism's "
+                f"`ions` (e.g. `ions = (UseIon({name!r}, read=(...,)),)`); "
+                f"available: {sorted(self.ions)}"
+            ) from None
 
     @property
     def volume(self) -> Float[Array, " n"]:

@@ -17,5 +17,6 @@ from ._coupling import (
     NoCoupling as NoCoupling,
     TridiagonalCoupling as TridiagonalCoupling,
 )
+from ._geometry import n_compartments_d_lambda as n_compartments_d_lambda
 from ._swc import load_swc as load_swc, save_swc as save_swc
 from ._tree import TreeCoupling as TreeCoupling

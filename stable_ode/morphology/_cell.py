@@ -18,6 +18,7 @@ import equinox as eqx
 
 from .._errors import concrete_number, InvalidArgument
 from ..mechanisms import AbstractMechanism
+from . import _geometry
 
 
 def _suggest(name: str, choices) -> str:
@@ -36,21 +37,38 @@ def _positive(owner: str, argument: str, x) -> None:
 
 
 class Section(eqx.Module):
-    """An unbranched cylinder cut into `n_compartments` equal compartments.
+    """An unbranched section cut into `n_compartments` compartments of equal
+    length: a cylinder of `length` and `diameter`, or a chain of frusta through
+    3-D `points`.
 
     **Arguments:**
 
     - `name`: unique within its cell.
-    - `length`: µm, > 0.
-    - `diameter`: µm, > 0.
+    - `length`: µm, > 0 (NEURON's `L`). Not given with `points`.
+    - `diameter`: µm, > 0 (NEURON's `diam`). Not given with `points`.
     - `n_compartments`: ≥ 1 (NEURON's `nseg`).
     - `parent`: name of the section whose point `parent_position` this section's
       0 end attaches to; `None` for the root.
     - `parent_position`: in [0, 1] (default 1.0, NEURON's default).
+    - `points` (keyword only): 3-D points `(x, y, z, diam)`, µm, from the 0 end to
+      the 1 end (NEURON's `pt3dadd`), at least two, finite, diameters ≥ 0. The
+      diameter varies linearly along the arc between consecutive points, and
+      each compartment's membrane area (slant included) and the axial
+      resistances of its two halves are integrated over the frusta it spans,
+      exactly as NEURON's `area()` and `ri()` (the morphology guide, "Sections
+      from 3-D points", has the details). Only an end point may have zero
+      diameter, and the 0 end only on the root section: a zero diameter
+      elsewhere would cut the axial path. The section's `length` is then its
+      arc length (NEURON's `L`) and its `diameter` the mean diameter over its
+      arc length (the mean of NEURON's `seg.diam` over its compartments); both
+      are computed, not given. As in NEURON, which stores 3-D points in single
+      precision, the geometry is computed from the points rounded to float32
+      (`points` keeps the values given).
 
-    **Raises:** `InvalidArgument` (a `ValueError`) naming the argument if a value is
-    out of range, or if the geometry is too extreme for its compartments' area
-    (cm²) and axial resistance to be finite, non-zero float64 numbers.
+    **Raises:** `InvalidArgument` (a `ValueError`) naming the argument (for a bad
+    point `points[i]`) if a value is out of range, or if the geometry is too
+    extreme for its compartments' area (cm²) and axial resistance to be finite,
+    non-zero float64 numbers.
     """
 
     name: str
@@ -59,6 +77,52 @@ class Section(eqx.Module):
     n_compartments: int = 1
     parent: str | None = None
     parent_position: float = 1.0
+    points: tuple[tuple[float, float, float, float], ...] | None = eqx.field(
+        default=None, static=True
+    )
+
+    def __init__(
+        self,
+        name: str,
+        length: float | None = None,
+        diameter: float | None = None,
+        n_compartments: int = 1,
+        parent: str | None = None,
+        parent_position: float = 1.0,
+        *,
+        points: Sequence[Sequence[float]] | None = None,
+    ):
+        self.name = name
+        self.n_compartments = n_compartments
+        self.parent = parent
+        self.parent_position = parent_position
+        owner = f"Section {name!r}"
+        if points is None:
+            missing = "is required (or give 3-D points=...)"
+            if length is None:
+                raise InvalidArgument(owner, "length", missing)
+            if diameter is None:
+                raise InvalidArgument(owner, "diameter", missing)
+            self.length, self.diameter, self.points = length, diameter, None
+            return
+        try:
+            pts = _geometry.as_points(points)
+        except ValueError as e:
+            argument, problem = str(e).split(": ", 1)
+            raise InvalidArgument(owner, argument, problem) from None
+        problem = _geometry.points_problem(pts, parent is not None)
+        if problem is not None:
+            raise InvalidArgument(owner, *problem)
+        self.points = pts
+        self.length, self.diameter = _geometry.length_and_diameter(pts)
+        # (`dataclasses.replace` passes the computed values back: accepted.)
+        if (length, diameter) not in ((None, None), (self.length, self.diameter)):
+            raise InvalidArgument(
+                owner,
+                "points",
+                "give either points or length and diameter, not both (with points "
+                "the length and diameter follow from them)",
+            )
 
     def __check_init__(self):
         owner = f"Section {self.name!r}"
@@ -74,7 +138,11 @@ class Section(eqx.Module):
             raise InvalidArgument(
                 owner, "parent_position", f"must be in [0, 1], got {x!r}"
             )
-        if concrete_number(self.length) and concrete_number(self.diameter):
+        if self.points is not None:
+            problem = _geometry.geometry_problem(self.points, int(n))
+            if problem is not None:
+                raise InvalidArgument(owner, "points", problem)
+        elif concrete_number(self.length) and concrete_number(self.diameter):
             problem = _geometry_problem(
                 float(self.length), float(self.diameter), int(n)
             )
@@ -110,6 +178,15 @@ def _geometry_problem(length: float, diameter: float, n: int):
             f"number"
         )
     return None
+
+
+def _resistances_per_ra(s: Section) -> list[float]:
+    """The extreme half-compartment axial resistances of `s` per unit `Ra`, Ω per
+    Ω·cm (the one value of a cylinder)."""
+    if s.points is not None:
+        return _geometry.resistance_range_per_ra(s.points, int(s.n_compartments))
+    n = int(s.n_compartments)
+    return [axial_resistance_per_ra(float(s.length), float(s.diameter), n)]
 
 
 class Insert(eqx.Module):
@@ -152,6 +229,38 @@ class Insert(eqx.Module):
                     owner, f"sections[{i}]", f"section {s!r} is listed twice"
                 )
             seen.add(s)
+
+
+def _check_ions(owner, ions, positions, names):
+    """`Cell.ions`: `IonSetting`s naming sections of the cell, with finite values
+    (concentrations > 0)."""
+    from ..mechanisms._ions import IonSetting
+
+    for m, st in enumerate(ions):
+        if not isinstance(st, IonSetting):
+            raise InvalidArgument(
+                owner, f"ions[{m}]", f"expected an IonSetting, got {st!r}"
+            )
+        for k, sec in enumerate(st.sections or ()):
+            if sec not in positions:
+                raise InvalidArgument(
+                    owner,
+                    f"ions[{m}].sections[{k}]",
+                    f"unknown section {sec!r}{_suggest(sec, names)}: not a "
+                    f"section of this cell (sections: {_listing(names)})",
+                )
+        for key in ("inside", "outside", "reversal"):
+            x = getattr(st, key)
+            if x is None:
+                continue
+            ok = isinstance(x, (int, float)) and math.isfinite(x)
+            if ok and key != "reversal":
+                ok = x > 0
+            if not ok:
+                what = "a finite number" if key == "reversal" else "a number > 0"
+                raise InvalidArgument(
+                    owner, f"ions[{m}].{key}", f"must be {what}, got {x!r}"
+                )
 
 
 class _Positions(dict):
@@ -202,6 +311,8 @@ class Cell(eqx.Module):
     - `mechanisms`: `Insert`s, naming sections of this cell.
     - `axial_resistivity`: Ω·cm (NEURON's `Ra`, default 35.4), > 0.
     - `capacitance`: µF/cm² (NEURON's `cm`, default 1.0), > 0.
+    - `ions`: `IonSetting`s, per-section overrides of the model's ion settings
+      (initial concentrations, fixed reversal potentials); later entries win.
 
     **Raises:** `InvalidArgument` (a `ValueError`) naming the argument at fault, e.g.
     `sections[2].parent` for a parent that is not a section of the cell. The
@@ -213,6 +324,7 @@ class Cell(eqx.Module):
     mechanisms: tuple[Insert, ...] = ()
     axial_resistivity: float = 35.4
     capacitance: float = 1.0
+    ions: tuple = eqx.field(static=True, default=())
     _positions: _Positions = eqx.field(static=True, repr=False)
 
     def __init__(
@@ -222,12 +334,14 @@ class Cell(eqx.Module):
         mechanisms: Sequence[Insert] = (),
         axial_resistivity: float = 35.4,
         capacitance: float = 1.0,
+        ions: Sequence = (),
     ):
         self.name = name
         self.sections = tuple(sections)
         self.mechanisms = tuple(mechanisms)
         self.axial_resistivity = axial_resistivity
         self.capacitance = capacitance
+        self.ions = tuple(ions)
         self._positions = _Positions()
         for i, s in enumerate(self.sections):
             self._positions.setdefault(s.name, i)
@@ -270,6 +384,9 @@ class Cell(eqx.Module):
                 f"a cell needs exactly one root section (one without 'parent'), "
                 f"found {len(roots)}: {_listing(roots)}",
             )
+        pinched = _geometry.pinched_attachment(self)
+        if pinched is not None:
+            raise InvalidArgument(owner, f"sections[{pinched[0]}].parent", pinched[1])
         for m, ins in enumerate(self.mechanisms):
             for k, sec in enumerate(ins.sections or ()):
                 if sec not in positions:
@@ -279,16 +396,16 @@ class Cell(eqx.Module):
                         f"unknown section {sec!r}{_suggest(sec, names)}: not a "
                         f"section of this cell (sections: {_listing(names)})",
                     )
+        _check_ions(owner, self.ions, positions, names)
         _positive(owner, "axial_resistivity", self.axial_resistivity)
         _positive(owner, "capacitance", self.capacitance)
         ra = self.axial_resistivity
         if concrete_number(ra):
             for s in self.sections:
                 if concrete_number(s.length) and concrete_number(s.diameter):
-                    r = ra * axial_resistance_per_ra(
-                        float(s.length), float(s.diameter), int(s.n_compartments)
-                    )
-                    if not (sys.float_info.min <= r <= sys.float_info.max):
+                    for r in (ra * r1 for r1 in _resistances_per_ra(s)):
+                        if sys.float_info.min <= r <= sys.float_info.max:
+                            continue
                         raise InvalidArgument(
                             owner,
                             "axial_resistivity",

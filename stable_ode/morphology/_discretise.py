@@ -7,6 +7,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._cell import Cell, Section
+from ._geometry import (
+    compartment_areas,
+    connecting_halves,
+    cylinder_area,
+    cylinder_half_resistance,
+    R_SCALE,
+    section_conductances,
+)
 
 
 @dataclass(frozen=True)
@@ -19,22 +27,23 @@ class CompartmentInfo:
 
 
 def section_area(sec: Section) -> float:
-    """Lateral area of one compartment of `sec`, cm²."""
-    return math.pi * sec.diameter * (sec.length / sec.n_compartments) * 1e-8
+    """Lateral area of one compartment of `sec`, cm²; for a section of 3-D points
+    (whose compartments differ) the smallest."""
+    if sec.points is None:
+        return cylinder_area(sec)
+    return float(compartment_areas(sec).min())
 
 
 def half_conductance(sec: Section, ra: float) -> float:
-    """Conductance of half a compartment of `sec` along its axis, S.
+    """Conductance of half a compartment of `sec` along its axis, S; for a section
+    of 3-D points (whose halves differ) the smallest.
 
-    Resistance `Ra·(L/2n) / (π·(d/2)²)` with µm converted to cm.
+    Resistance `Ra·(L/2n) / (π·(d/2)²)` with µm converted to cm for a cylinder.
     """
-    r = (
-        ra
-        * (sec.length / (2 * sec.n_compartments))
-        * 1e-4
-        / (math.pi * (sec.diameter / 2) ** 2 * 1e-8)
-    )
-    return 1.0 / r
+    if sec.points is None:
+        return 1.0 / cylinder_half_resistance(sec, ra)
+    r = connecting_halves(sec.points, sec.n_compartments).max() * R_SCALE * ra
+    return 1.0 / float(r)
 
 
 def compartment_of(sec: Section, position: float) -> int:
@@ -65,10 +74,10 @@ def discretise(cells: list[Cell]):
         offsets[cell.name] = {}
         for sec in cell.sections:
             offsets[cell.name][sec.name] = len(infos)
-            a = section_area(sec)
+            areas = compartment_areas(sec).tolist()
             for k in range(sec.n_compartments):
                 infos.append(CompartmentInfo(cell.name, sec.name, k))
-                area.append(a)
+                area.append(areas[k])
                 capacitance.append(cell.capacitance)
 
     edges: list[tuple[int, int, float]] = []
@@ -81,10 +90,10 @@ def discretise(cells: list[Cell]):
             list
         )
         for sec in cell.sections:
-            g_half = half_conductance(sec, ra)
+            inner, g_first, _ = section_conductances(sec, ra)
             start = off[sec.name]
             for k in range(sec.n_compartments - 1):
-                edges.append((start + k, start + k + 1, g_half / 2))
+                edges.append((start + k, start + k + 1, inner[k]))
             if sec.parent is None:
                 continue
             parent = cell.section(sec.parent)
@@ -94,20 +103,25 @@ def discretise(cells: list[Cell]):
             # attaches there (recursively).
             while x == 0.0 and parent.parent is not None:
                 parent, x = cell.section(parent.parent), parent.parent_position
-            child_first = (start, g_half)
+            child_first = (start, g_first)
             if 0.0 < x < 1.0:
                 # Straight to the parent's compartment containing x, through the
                 # child's own half resistance.
                 edges.append(
-                    (off[parent.name] + compartment_of(parent, x), start, g_half)
+                    (off[parent.name] + compartment_of(parent, x), start, g_first)
                 )
             else:
                 key = (parent.name, x)
                 if not node_members[key]:
-                    pk = 0 if x == 0.0 else parent.n_compartments - 1
-                    node_members[key].append(
-                        (off[parent.name] + pk, half_conductance(parent, ra))
+                    # The parent's half towards that end: the left half of its
+                    # first compartment, or the right half of its last.
+                    _, p_first, p_last = section_conductances(parent, ra)
+                    pk, g = (
+                        (0, p_first)
+                        if x == 0.0
+                        else (parent.n_compartments - 1, p_last)
                     )
+                    node_members[key].append((off[parent.name] + pk, g))
                 node_members[key].append(child_first)
         for members in node_members.values():
             if len(members) == 2:

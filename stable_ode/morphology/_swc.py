@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._cell import Cell, Insert, Section
+from ._geometry import n_compartments_d_lambda
 
 
 _TYPE_NAMES = {1: "soma", 2: "axon", 3: "dend", 4: "apic"}
@@ -205,10 +206,13 @@ def load_swc(
     def nseg(length, diameter):
         if n_compartments is not None:
             return int(n_compartments)
-        lam = 1e5 * math.sqrt(
-            diameter / (4 * math.pi * frequency * axial_resistivity * capacitance)
+        return n_compartments_d_lambda(
+            Section("_", length, diameter),
+            capacitance,
+            axial_resistivity,
+            d_lambda,
+            frequency,
         )
-        return int((length / (d_lambda * lam) + 0.9) / 2) * 2 + 1
 
     sections: list[Section] = []
     counts: dict[str, int] = {}

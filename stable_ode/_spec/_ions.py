@@ -1,0 +1,81 @@
+"""Reading a model file's ions: the top-level `ions` table, a cell's `ions`
+list, and checking a record's `variable` (see `docs/model-format.md`)."""
+
+from ..mechanisms._ions import ion_variable, IonSetting, IonSpecies
+from ._reader import key, Reader, suggest
+from ._registry import REGISTRY
+
+
+def _values(r: Reader, raw: dict, where: str) -> dict:
+    out = {}
+    for name, kind in REGISTRY.ions.items():
+        if name not in raw:
+            continue
+        w = key(where, name)
+        if kind == "valence":
+            v = raw[name]
+            if isinstance(v, bool) or not isinstance(v, int) or v == 0:
+                r.fail(w, f"must be a non-zero integer, got {v!r}")
+            out[name] = v
+        elif kind == "concentration":
+            out[name] = r.number(raw[name], w, gt=0)
+        else:
+            out[name] = r.number(raw[name], w)
+    return out
+
+
+def read_ions(r: Reader, raw, where: str = "ions") -> dict[str, IonSpecies]:
+    """The top-level `ions`: `{name: {inside, outside, reversal, valence}}`."""
+    table = r.mapping(raw, where)
+    out = {}
+    for name, entry in table.items():
+        w = key(where, str(name))
+        if not str(name).isidentifier():
+            r.fail(w, f"an ion name must be an identifier (e.g. 'ca'), got {name!r}")
+        entry = r.table(entry, w, optional=tuple(REGISTRY.ions))
+        out[str(name)] = IonSpecies(**_values(r, entry, w))
+    return out
+
+
+def read_cell_ions(r: Reader, raw, where: str) -> list[IonSetting]:
+    """A cell's `ions`: `[{name, sections, inside, outside, reversal}]`."""
+    out = []
+    for i, entry in enumerate(r.seq(raw, where)):
+        w = f"{where}[{i}]"
+        optional = ("sections",) + tuple(k for k in REGISTRY.ions if k != "valence")
+        entry = r.table(entry, w, required=("name",), optional=optional)
+        name = r.name(entry["name"], key(w, "name"))
+        sections = None
+        if "sections" in entry:
+            sw = key(w, "sections")
+            sections = tuple(
+                r.string(s, f"{sw}[{k}]")
+                for k, s in enumerate(r.seq(entry["sections"], sw))
+            )
+        out.append(IonSetting(name, sections, **_values(r, entry, w)))
+    return out
+
+
+def check_variables(r: Reader, record, cells, ions: dict) -> None:
+    """Every record's `variable` is `v` or an ion variable of the model's ions
+    (used by a mechanism, or set in `ions`), else an error at its key path."""
+    names = set(ions)
+    for cell in cells:
+        names.update(st.ion for st in cell.ions)
+        for ins in cell.mechanisms:
+            names.update(u.ion for u in getattr(ins.mechanism, "ions", ()))
+    for i, rec in enumerate(record):
+        var = rec.variable
+        if var == "v" or ion_variable(var, names):
+            continue
+        choices = ["v"] + [
+            f"{p}{n}{s}"
+            for n in sorted(names)
+            for p, s in (("", "i"), ("", "o"), ("e", ""), ("i", ""))
+        ]
+        r.fail(
+            f"record[{i}].variable",
+            f"cannot record {var!r}{suggest(var, choices)}: 'v' or an ion variable "
+            f"of this model's ions {sorted(names)} ('cai', 'cao', 'eca', 'ica', ...); "
+            "mechanism states and RANGE variables (e.g. 'm_hh') are not supported yet",
+        )

@@ -1,0 +1,92 @@
+"""Hand-written stable_ode equivalents of NEURON's `cachan1.mod` (the calcium
+channel of NEURON's `share/nrn/demo/release`) and of a first-order calcium pool
+(`CAPOOL_MOD` below, the pool that tests compile with NEURON: no simple pool
+ships with NEURON's wheel; its `capmpr.mod` is a kinetic pump, `cabpump.mod` a
+radial diffusion model), for the ion tests."""
+
+from typing import ClassVar
+
+import jax.numpy as jnp
+
+import stable_ode as so
+
+
+# NEURON's units library values (nrnunits.lib, SI 2019): elementary charge (C)
+# and Boltzmann's constant (J/K), as `cachan1.mod`'s `e` and `k`.
+E_CHARGE = 1.602176634e-19
+K_BOLTZMANN = 1.380649e-23
+
+
+class CaChan1(so.AbstractMechanism):
+    """`cachan1.mod`: `ica = -imax·S⁵·(kca - K·cai)/(1 + kca)`, `kca =
+    K·cao·exp(-0.08·(v + 70))`, one gate `S` (mA/cm², /M, ms)."""
+
+    ions: ClassVar = (so.UseIon("ca", read=("cao", "cai"), write=("ica",)),)
+    rfac: float = 1.0
+    K: float = 140.0
+    imax: float = 1.0
+
+    def kinetics(self, v, states, env):
+        c = 0.001 * E_CHARGE / K_BOLTZMANN / (273.0 + env.celsius)
+        a = self.rfac * 1.1 * jnp.exp(0.85 * c * v)
+        b = self.rfac * 0.168 * jnp.exp(-0.38 * c * v)
+        return {"S": so.Relaxation(inf=a / (a + b), rate=a + b)}
+
+    def current(self, v, states, env):
+        ca = env.ion("ca")
+        kca = self.K * ca.outside * jnp.exp(-0.08 * (v + 70.0))
+        ica = -self.imax * states["S"] ** 5 * (kca - self.K * ca.inside) / (1 + kca)
+        return {"ca": ica}
+
+
+class CaPool(so.AbstractMechanism):
+    """`CAPOOL_MOD`: `cai' = -1e4·ica·gamma/(2·F·depth) - (cai - cainf)/decay`
+    (mM/ms; depth µm, decay ms)."""
+
+    ions: ClassVar = (so.UseIon("ca", read=("ica",), write=("cai",)),)
+    gamma: float = 0.05
+    decay: float = 80.0
+    depth: float = 0.1
+    cainf: float = 5e-5
+
+    def kinetics(self, v, states, env):
+        ica = env.ion("ca").current
+        drive = -1e4 * ica * self.gamma / (2 * so.FARADAY * self.depth)
+        return {
+            "cai": so.Relaxation(
+                inf=self.cainf + self.decay * drive, rate=1.0 / self.decay
+            )
+        }
+
+    def current(self, v, states, env):
+        return jnp.zeros_like(v)
+
+    def init_states(self, v, env):
+        return {"cai": env.ion("ca").inside}
+
+
+CAPOOL_MOD = """
+NEURON {
+    SUFFIX capool
+    USEION ca READ ica WRITE cai
+    RANGE gamma, decay, depth, cainf
+}
+UNITS {
+    (mA) = (milliamp)
+    FARADAY = (faraday) (coulombs)
+    (um) = (micron)
+    (mM) = (milli/liter)
+}
+PARAMETER {
+    gamma = 0.05
+    decay = 80 (ms)
+    depth = 0.1 (um)
+    cainf = 5e-5 (mM)
+}
+ASSIGNED { ica (mA/cm2) }
+STATE { cai (mM) }
+BREAKPOINT { SOLVE states METHOD cnexp }
+DERIVATIVE states {
+    cai' = -(10000)*(ica*gamma/(2*FARADAY*depth)) - (cai - cainf)/decay
+}
+"""
