@@ -20,6 +20,12 @@ from .._model import Recording
 from .._stimulus import StepCurrent, TraceCurrent
 from ..morphology import Cell
 from ._cells import CellReader, SwcSource
+from ._events import (
+    read_netcons,
+    read_point_processes,
+    read_point_record,
+    read_spikes,
+)
 from ._ions import check_variables, read_ions
 from ._reader import describe, key, LIMITS, Limits, Reader, suggest
 from ._registry import (
@@ -59,7 +65,8 @@ class ModelSpec:
     `cells` (`Cell`s), `synapses` (`SynapseSpec`s), `stimuli` (`StepCurrent`s and
     `TraceCurrent`s), `record` (`Recording`s), `integration` (`IntegrationSpec`),
     `swc` (per cell, its `SwcSource` or `None`), `ions` (`{name: IonSpecies}`,
-    the top-level `ions`).
+    the top-level `ions`), `point_processes` and `netcons` (`stable_ode.events`
+    objects; `record` also holds `PointRecording`s).
     """
 
     file: str
@@ -73,6 +80,8 @@ class ModelSpec:
     integration: IntegrationSpec
     swc: tuple[SwcSource | None, ...] = ()
     ions: dict = field(default_factory=dict)
+    point_processes: tuple = ()  # events: point-process objects, named
+    netcons: tuple = ()  # events: `NetCon`s, targets by name
 
     @property
     def directory(self) -> Path:
@@ -226,7 +235,17 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
         raw,
         "",
         required=("format", "t_stop", "cells", "integration"),
-        optional=("temperature", "v_init", "synapses", "stimuli", "record", "ions"),
+        optional=(
+            "temperature",
+            "v_init",
+            "synapses",
+            "stimuli",
+            "record",
+            "ions",
+            "point_processes",
+            "netcons",
+            "spikes",
+        ),
     )
     directory = Path(file).resolve().parent
     t_stop = r.number(raw["t_stop"], "t_stop", gt=0)
@@ -250,8 +269,17 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
         read_stimulus(r, s, f"stimuli[{i}]", sites)
         for i, s in enumerate(r.seq(raw.get("stimuli", []), "stimuli"))
     )
+    # events: point processes, NetCons, spikes
+    pps = read_point_processes(
+        r, raw.get("point_processes", []), "point_processes", sites
+    )
+    kinds = {p.name: type(p).__name__ for p in pps}
+    netcons = read_netcons(r, raw.get("netcons", []), "netcons", kinds)
+    read_spikes(r, raw.get("spikes", []), "spikes")
     record = tuple(
-        read_record(r, s, f"record[{i}]", sites)
+        read_point_record(r, s, f"record[{i}]", kinds)
+        if isinstance(s, dict) and "point_process" in s
+        else read_record(r, s, f"record[{i}]", sites)
         for i, s in enumerate(r.seq(raw.get("record", []), "record"))
     )
     r.unique([x.name for x in record], "record", "recording")
@@ -270,4 +298,6 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
         integration=integration,
         swc=tuple(s for _, s in read),
         ions=ions,
+        point_processes=pps,
+        netcons=netcons,
     )
