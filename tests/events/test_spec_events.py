@@ -157,7 +157,7 @@ def _bad(edit):
         ),
         (
             lambda r: r["netcons"][1].update(target="ic"),
-            r"netcons\[1\]",
+            r"netcons\[1\]\.target",
             "receives no NetCon",
         ),
     ],
