@@ -13,7 +13,7 @@ from .._errors import InvalidArgument
 from .._stimulus import StepCurrent
 from ._arrivals import build_arrivals
 from ._groups import AlphaSynapseGroup, Exp2SynGroup, ExpSynGroup, SEClampGroup
-from ._netcon import NetCon
+from ._netcon import NetCon, spike_times_of
 from ._processes import (
     AlphaSynapse,
     Exp2Syn,
@@ -74,12 +74,14 @@ def build_events(
             "build", "point_processes", f"duplicate names {sorted(dup)}"
         )
 
+    by_id = {id(pp): k for k, pp in enumerate(pps)}
+    by_name = {n: k for k, n in enumerate(names)}
+
     def find(target, where) -> int:
-        for k, pp in enumerate(pps):
-            if pp is target:
-                return k
-        if isinstance(target, str) and target in names:
-            return names.index(target)
+        if id(target) in by_id:
+            return by_id[id(target)]
+        if isinstance(target, str) and target in by_name:
+            return by_name[target]
         raise InvalidArgument(
             "build",
             where,
@@ -102,7 +104,8 @@ def build_events(
             raise InvalidArgument(
                 "build", f"netcons[{j}]", f"must be a NetCon, got {nc!r}"
             )
-        k = find(nc.target, where)
+        source, target, delay, weight = nc.source, nc.target, nc.delay, nc.weight
+        k = find(target, where)
         if type(pps[k]) not in _GROUPS:
             raise InvalidArgument(
                 "build",
@@ -110,12 +113,12 @@ def build_events(
                 f"{names[k]!r} is a {type(pps[k]).__name__}, which receives no "
                 "NetCon events (targets: ExpSyn, Exp2Syn)",
             )
-        t = nc.arrival_times()
+        t = spike_times_of(source) + float(delay)
         a = arrivals.setdefault(type(pps[k]), ([], [], [], []))
         a[0].append(t)
         a[1].append(np.full(t.shape, entry_of[k], np.int32))
         a[2].append(np.full(t.shape, len(a[3]), np.int32))
-        a[3].append(nc.weight)
+        a[3].append(weight)
 
     def params(kind, fields):
         ks = by_kind[kind]
