@@ -44,6 +44,7 @@ from ._stimulus import (
 from ._term import MembraneTerm as MembraneTerm
 from ._trainable import Trainable as Trainable
 from .mechanisms import (
+    AbstractCoupledKinetics as AbstractCoupledKinetics,
     AbstractKinetics as AbstractKinetics,
     AbstractMechanism as AbstractMechanism,
     alpha_beta_gate as alpha_beta_gate,
@@ -57,6 +58,7 @@ from .mechanisms import (
     IonSetting as IonSetting,
     IonSpecies as IonSpecies,
     IonView as IonView,
+    MarkovScheme as MarkovScheme,
     nernst as nernst,
     Passive as Passive,
     RateEquation as RateEquation,
@@ -75,6 +77,7 @@ from .morphology import (
     save_swc as save_swc,
     Section as Section,
 )
+from .nmodl import load_nmodl as load_nmodl
 
 
 __version__ = "0.1.0"

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._group import MechanismGroup
+from .mechanisms._scheme import kinetics_state_names, map_kinetics
 from .morphology._coupling import (
     AbstractCoupling,
     dense_coupling,
@@ -44,8 +45,11 @@ def check_shapes(model):
 
         def shapes(s, group=group, names=names):
             kin = group.kinetics(model, v, s)
-            names.extend(kin)
-            rhs = {k: kin[k].rhs(s[k]) for k in kin if k in s}
+            moved = kinetics_state_names(kin)
+            names.extend(moved)
+            if not set(moved) <= set(s):  # reported below
+                return {}, group.current(model, v, s)
+            rhs = map_kinetics(lambda k, xk: k.rhs(xk), kin, s)
             return rhs, group.current(model, v, s)
 
         x = jax.eval_shape(lambda g=group: g.init_states(model, v))

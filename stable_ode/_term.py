@@ -20,13 +20,15 @@ from jaxtyping import Array, Float
 
 from ._model import MembraneModel
 from ._state import group_states, State
+from .mechanisms._scheme import map_kinetics
 
 
 def kinetics_rhs(kinetics, states):
     """`dx/dt` (per ms) of every state of every group, from the groups'
     kinetics objects (`MembraneModel.kinetics`) and states (`State.groups`)."""
     return group_states(
-        {k: kin[k].rhs(x[k]) for k in x} for kin, x in zip(kinetics, states)
+        map_kinetics(lambda k, xk: k.rhs(xk), kin, x)
+        for kin, x in zip(kinetics, states)
     )
 
 

@@ -35,6 +35,7 @@ from jaxtyping import Array, Float
 from .._misc import finite_linear_solve
 from .._state import group_states, State
 from .._term import kinetics_rhs, MembraneTerm
+from ..mechanisms._scheme import map_kinetics
 
 
 _tmap = jax.tree_util.tree_map
@@ -44,8 +45,7 @@ def _per_state(fn, kinetics, *trees):
     """`fn(kinetics[g][k], trees[0][g][k], ...)` for every state `k` of every
     group `g`, as per-group dicts."""
     return group_states(
-        {k: fn(kin[k], *(t[k] for t in ts)) for k in ts[0]}
-        for kin, *ts in zip(kinetics, *trees)
+        map_kinetics(fn, kin, *ts) for kin, *ts in zip(kinetics, *trees)
     )
 
 

@@ -14,6 +14,7 @@ from .._errors import InvalidArgument
 from ..morphology import Cell, Insert, load_swc, Section
 from ..morphology._discretise import half_conductance, section_area
 from ._ions import read_cell_ions
+from ._nmodl import nmodl_parameter_names
 from ._reader import key, one_line, Reader, suggest
 from ._registry import mechanism_parameters, REGISTRY
 
@@ -45,8 +46,16 @@ class SwcSource:
 class CellReader:
     """Reads `cells[i]` entries; counts compartments against the limit."""
 
-    def __init__(self, r: Reader, directory: Path, max_compartments: int, tiny: float):
+    def __init__(
+        self,
+        r: Reader,
+        directory: Path,
+        max_compartments: int,
+        tiny: float,
+        nmodl: dict | None = None,
+    ):
         self.r = r
+        self.nmodl = nmodl or {}  # SUFFIX -> class, from the `nmodl` key
         self.directory = directory
         self.max_compartments = max_compartments
         self.tiny = tiny  # the dtype's smallest normal number
@@ -132,8 +141,10 @@ class CellReader:
         r = self.r
         raw = r.table(raw, where, required=("name",), optional=("sections", "params"))
         name = r.string(raw["name"], key(where, "name"))
-        with r.at(key(where, "name")):
-            cls = REGISTRY.mechanism(name, self.directory)
+        cls = self.nmodl.get(name)
+        if cls is None:
+            with r.at(key(where, "name")):
+                cls = REGISTRY.mechanism(name, self.directory)
         sections = None
         if "sections" in raw:
             sw = key(where, "sections")
@@ -142,15 +153,17 @@ class CellReader:
         pw = key(where, "params")
         params = r.mapping(raw.get("params", {}), pw)
         allowed, required = mechanism_parameters(cls)
+        rename = nmodl_parameter_names(cls)  # NMODL names for imported ones
+        names = set(rename) if rename else allowed
         values = {}
         for k, v in params.items():
-            if k not in allowed:
+            if k not in names:
                 r.fail(
                     key(pw, k),
-                    f"unknown parameter of {name!r}{suggest(k, allowed)}; its "
-                    f"parameters are {', '.join(sorted(allowed))}",
+                    f"unknown parameter of {name!r}{suggest(k, names)}; its "
+                    f"parameters are {', '.join(sorted(names))}",
                 )
-            values[k] = r.number(v, key(pw, k))
+            values[rename.get(k, k)] = r.number(v, key(pw, k))
         missing = sorted(required - set(values))
         if missing:
             r.fail(pw, f"mechanism {name!r} needs parameters {missing}")

@@ -27,6 +27,7 @@ from ._events import (
     read_spikes,
 )
 from ._ions import check_variables, read_ions
+from ._nmodl import read_nmodl
 from ._reader import describe, key, LIMITS, Limits, Reader, suggest
 from ._registry import (
     check_solver,
@@ -242,6 +243,7 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
             "stimuli",
             "record",
             "ions",
+            "nmodl",
             "point_processes",
             "netcons",
             "spikes",
@@ -258,7 +260,8 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
     items = r.seq(raw["cells"], "cells")
     if not items:
         r.fail("cells", "a model needs at least one cell")
-    reader = CellReader(r, directory, limits.compartments, tiny)
+    nmodl = read_nmodl(r, raw["nmodl"], directory) if "nmodl" in raw else {}
+    reader = CellReader(r, directory, limits.compartments, tiny, nmodl)
     read = [reader.cell(c, f"cells[{i}]") for i, c in enumerate(items)]
     cells = [c for c, _ in read]
     r.unique([c.name for c in cells], "cells", "cell")

@@ -16,6 +16,7 @@ import lineax as lx
 import numpy as np
 
 from ..mechanisms import AbstractKinetics, AbstractMechanism, Relaxation
+from ..mechanisms._scheme import AbstractCoupledKinetics
 from ..mechanisms.synapses import AbstractSynapse
 
 
@@ -49,7 +50,11 @@ def kinetics_values(kinetics: dict[str, AbstractKinetics], states) -> dict:
     state's value in `states`, of any other kinetics."""
     out = {}
     for name, kin in kinetics.items():
-        if isinstance(kin, Relaxation):
+        if isinstance(kin, AbstractCoupledKinetics):
+            if all(s in states for s in kin.states):
+                rhs = kin.rhs(tuple(states[s] for s in kin.states))
+                out.update({f"{s}.dxdt": r for s, r in zip(kin.states, rhs)})
+        elif isinstance(kin, Relaxation):
             out[f"{name}.inf"] = kin.inf
             out[f"{name}.rate"] = kin.rate
         elif name in states:

@@ -20,6 +20,10 @@ from ._kinetics import (
     RateEquation as RateEquation,
     Relaxation as Relaxation,
 )
+from ._scheme import (
+    AbstractCoupledKinetics as AbstractCoupledKinetics,
+    MarkovScheme as MarkovScheme,
+)
 from .hh import HH as HH, hh_rates as hh_rates
 from .passive import Passive as Passive
 from .synapses import (

@@ -19,12 +19,18 @@ from jaxtyping import Array, ArrayLike, Float
 from ._env import Environment
 from ._ions import UseIon
 from ._kinetics import AbstractKinetics, Relaxation
+from ._scheme import MarkovScheme
 
 
-def steady_states(owner, kinetics: dict[str, AbstractKinetics]):
-    """`inf` of every `Relaxation` in `kinetics`; a clear error for the rest."""
+def steady_states(owner, kinetics: dict[str, AbstractKinetics], like=None):
+    """`inf` of every `Relaxation` in `kinetics`, the steady state of every
+    `MarkovScheme` (at the shape of `like`, the voltages); a clear error for
+    the rest."""
     out = {}
     for name, kin in kinetics.items():
+        if isinstance(kin, MarkovScheme) and like is not None:
+            out.update(zip(kin.states, kin.steady_state(like)))
+            continue
         if not isinstance(kin, Relaxation):
             raise TypeError(
                 f"{type(owner).__name__}: state {name!r} has {type(kin).__name__} "
@@ -128,4 +134,4 @@ class AbstractMechanism(eqx.Module):
     ) -> dict[str, Float[Array, " n"]]:
         """Initial states: each gate's steady state at `v` (NEURON's
         `finitialize`)."""
-        return steady_states(self, _kinetics_without_states(self, v, env))
+        return steady_states(self, _kinetics_without_states(self, v, env), like=v)

@@ -1,0 +1,211 @@
+"""What reads and writes what: callables' effects, and which names of a
+DERIVATIVE block depend on which state (for `_symbolic.equation_form`)."""
+
+from . import _ir as ir
+
+
+def names_in(e: ir.Expr) -> set[str]:
+    if isinstance(e, ir.Name):
+        return {e.id}
+    if isinstance(e, ir.Num):
+        return set()
+    if isinstance(e, ir.Unary):
+        return names_in(e.operand)
+    if isinstance(e, ir.BinOp):
+        return names_in(e.lhs) | names_in(e.rhs)
+    return set().union(*(names_in(a) for a in e.args)) if e.args else set()
+
+
+def calls_in(e: ir.Expr) -> set[str]:
+    if isinstance(e, ir.Call):
+        return {e.fn}.union(*(calls_in(a) for a in e.args))
+    if isinstance(e, ir.Unary):
+        return calls_in(e.operand)
+    if isinstance(e, ir.BinOp):
+        return calls_in(e.lhs) | calls_in(e.rhs)
+    return set()
+
+
+def _exprs(s):
+    if isinstance(s, ir.Assign):
+        return [s.value]
+    if isinstance(s, (ir.CallStmt,)):
+        return [ir.Call(s.fn, s.args)]
+    if isinstance(s, ir.DiffEq):
+        return [s.rhs]
+    if isinstance(s, ir.If):
+        return [s.cond]
+    return []
+
+
+def walk(body):
+    for s in body:
+        yield s
+        if isinstance(s, ir.If):
+            yield from walk(s.body)
+            yield from walk(s.orelse)
+
+
+def effects(module: ir.Module) -> dict[str, tuple[set[str], set[str]]]:
+    """For every callable: `(reads, writes)`, the mechanism-level names it reads
+    and assigns, through the callables it calls too."""
+    direct = {}
+    for name, c in module.callables.items():
+        local = set(c.params) | {name}
+        for s in walk(c.body):
+            if isinstance(s, ir.Local):
+                local |= set(s.names)
+        reads, writes, calls = set(), set(), set()
+        for s in walk(c.body):
+            for e in _exprs(s):
+                reads |= names_in(e) - local
+                calls |= calls_in(e)
+            if isinstance(s, ir.Assign) and s.target not in local:
+                writes.add(s.target)
+        direct[name] = (reads, writes, calls & set(module.callables))
+    out = {}
+    for name in direct:
+        reads, writes, seen, todo = set(), set(), set(), [name]
+        while todo:
+            f = todo.pop()
+            if f in seen:
+                continue
+            seen.add(f)
+            r, w, c = direct[f]
+            reads |= r
+            writes |= w
+            todo += list(c)
+        out[name] = (reads, writes)
+    return out
+
+
+def expand(e: ir.Expr, subst: dict) -> ir.Expr:
+    """`e` with the names in `subst` replaced by their expressions."""
+    if isinstance(e, ir.Name):
+        return subst.get(e.id, e)
+    if isinstance(e, ir.Unary):
+        return ir.Unary(e.op, expand(e.operand, subst))
+    if isinstance(e, ir.BinOp):
+        return ir.BinOp(e.op, expand(e.lhs, subst), expand(e.rhs, subst))
+    if isinstance(e, ir.Call):
+        return ir.Call(e.fn, tuple(expand(a, subst) for a in e.args))
+    return e
+
+
+class StateDependence:
+    """Walks a DERIVATIVE block's top-level statements in order, tracking which
+    names depend on which states: `subst` (plain assignments, expandable) and
+    `opaque` (set by `if`s or procedures: not expandable)."""
+
+    def __init__(self, module: ir.Module, fx):
+        self.states = set(module.states)
+        self.fx = fx
+        self.deps: dict[str, set[str]] = {}
+        self.subst: dict[str, ir.Expr] = {}
+        self.opaque: set[str] = set()
+
+    def of(self, e: ir.Expr) -> set[str]:
+        out = set()
+        for n in names_in(e):
+            out |= {n} & self.states
+            out |= self.deps.get(n, set())
+        for f in calls_in(e):
+            if f in self.fx:
+                for n in self.fx[f][0]:
+                    out |= {n} & self.states
+                    out |= self.deps.get(n, set())
+        return out
+
+    def step(self, s: ir.Stmt):
+        if isinstance(s, ir.Assign):
+            d = self.of(s.value)
+            self.deps[s.target] = d
+            self.opaque.discard(s.target)
+            if d:
+                self.subst[s.target] = expand(s.value, self.subst)
+            else:
+                self.subst.pop(s.target, None)
+        elif isinstance(s, (ir.If, ir.CallStmt)):
+            d = set().union(*(self.of(e) for st in walk([s]) for e in _exprs(st)))
+            targets = set()
+            for st in walk([s]):
+                if isinstance(st, ir.Assign):
+                    targets.add(st.target)
+                if isinstance(st, ir.CallStmt) and st.fn in self.fx:
+                    targets |= self.fx[st.fn][1]
+            for t in targets:
+                self.deps[t] = self.deps.get(t, set()) | d
+                self.subst.pop(t, None)
+                if self.deps[t]:
+                    self.opaque.add(t)
+
+
+def _exposed(body, local, fx_exposed, written, on_read):
+    """Walk `body` in order: `on_read(name, line)` for each read of a
+    mechanism-level name not in `written` (updated in place with writes)."""
+    for s in body:
+        line = getattr(s, "line", None)
+        if isinstance(s, ir.Local):
+            local |= set(s.names)
+            continue
+        for e in _exprs(s):
+            for n in names_in(e) - local:
+                if n not in written:
+                    on_read(n, line)
+            for f in calls_in(e):
+                if f in fx_exposed:
+                    for n in fx_exposed[f][0] - written:
+                        on_read(n, line)
+                    written |= fx_exposed[f][1]
+        if isinstance(s, ir.Assign) and s.target not in local:
+            written.add(s.target)
+        if isinstance(s, ir.If):
+            before = set(written)
+            w1, w2 = set(before), set(before)
+            _exposed(s.body, set(local), fx_exposed, w1, on_read)
+            _exposed(s.orelse, set(local), fx_exposed, w2, on_read)
+            written |= w1 | w2
+
+
+def exposed_reads(module: ir.Module, fx) -> dict[str, tuple[set[str], set[str]]]:
+    """For every callable: `(reads before its own writes, writes)`, over
+    mechanism-level names, through the callables it calls."""
+    out: dict[str, tuple[set[str], set[str]]] = {}
+
+    def visit(name, stack=()):
+        if name in out:
+            return out[name]
+        if name in stack:
+            return set(), set()
+        c = module.callables[name]
+        local = set(c.params) | {name}
+        for callee in _callees(c.body) & set(module.callables):
+            visit(callee, stack + (name,))
+        reads: set[str] = set()
+        _exposed(c.body, local, out, set(), lambda n, line: reads.add(n))
+        out[name] = (reads, fx[name][1])
+        return out[name]
+
+    for name in module.callables:
+        visit(name)
+    return out
+
+
+def _callees(body) -> set[str]:
+    out = set()
+    for s in walk(body):
+        for e in _exprs(s):
+            out |= calls_in(e)
+    return out
+
+
+def check_reads(module: ir.Module, body, exposed, written, fail) -> None:
+    """`fail(name, line)` for each `ASSIGNED` name `body` reads before anything
+    computes it (`written`: computed before `body` runs)."""
+    watched = set(module.assigned) - set(module.statics)
+
+    def on_read(n, line):
+        if n in watched:
+            fail(n, line)
+
+    _exposed(body, set(), exposed, set(written), on_read)

@@ -1,0 +1,330 @@
+"""Code generation: IR → Python source for JAX, NaN-safe by construction.
+
+Every expression is written with the safe functions of `stable_ode._math`:
+
+- `exp` → `safe_exp` (never overflows);
+- `N/(exp(u) - 1)` and `N/(1 - exp(u))` → `(N/u)·x_over_expm1(u)` where `N/u` is
+  finite at `u = 0` (hh.mod's `vtrap`, `efun`, Traub-style rates): exact and
+  smooth through the removable singularity, value and gradient;
+- `if (fabs(E) < eps) {approximation} else {regular}` whose regular branch was
+  made exact that way → the regular branch alone (both sides of the guard get
+  the exact form, so no `where` can leak a 0/0 into the gradient);
+- any other division by a non-constant → `safe_div` (0 where the denominator is
+  exactly 0, finite gradients); `log` → `safe_log`, `sqrt` → `safe_sqrt`,
+  `a^b` with a non-integer exponent → `power` (NaN-free), `exprelr` →
+  `x_over_expm1`.
+
+Each generated statement ends with a `# file:line` comment.
+"""
+
+import keyword
+import pathlib
+
+from . import _ir as ir
+from ._errors import NmodlError
+from ._symbolic import singular_ratio
+
+
+_VARS_METHODS = {"copy", "restore"}
+
+
+def py(name: str) -> str:
+    """An NMODL name as a Python attribute of a `Vars` record (keywords and
+    `Vars`' own method names get a trailing `_`)."""
+    return name + "_" if keyword.iskeyword(name) or name in _VARS_METHODS else name
+
+
+_MATH = {
+    "fabs": "fabs",
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "tanh": "tanh",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "atan": "atan",
+    "floor": "floor",
+    "ceil": "ceil",
+    "erf": "erf",
+    "erfc": "erfc",
+    "exp": "safe_exp",
+    "log": "safe_log",
+    "log10": "safe_log10",
+    "sqrt": "safe_sqrt",
+    "exprelr": "x_over_expm1",
+    "fmin": "fmin",
+    "fmax": "fmax",
+    "atan2": "atan2",
+}
+"""NMODL's built-in functions → the names generated code calls (each defined in
+`_factory._GLOBALS`, taking Python numbers as well as arrays)."""
+_ARITY = {"atan2": 2, "fmin": 2, "fmax": 2, "pow": 2}
+_CMP = {"<", ">", "<=", ">=", "==", "!="}
+
+
+class Scope:
+    """Names local to a function, procedure or block (`l.`); the rest are the
+    mechanism's (`m.`)."""
+
+    def __init__(self, names=(), owner: str = ""):
+        self.names = set(names)
+        self.owner = owner
+
+
+class Emitter:
+    """Writes Python statements for one entry point into `self.out`."""
+
+    def __init__(self, module: ir.Module, known: set[str], label: str):
+        self.module = module
+        self.known = known  # names of `m`
+        self.label = label  # "hh.mod"
+        self.out: list[str] = []
+        self.rewrites = 0
+        self.line = None
+        self.n_if = 0
+        self.equation = None  # callback for DiffEq statements
+        self.solve = None  # callback for SOLVE statements
+
+    def fail(self, construct, problem, line=None):
+        raise NmodlError(self.module.path, line or self.line, construct, problem)
+
+    def emit(self, code: str, line: int | None = None):
+        line = line or self.line
+        self.out.append(f"    {code}  # {self.label}:{line}" if line else f"    {code}")
+
+    # -- expressions -----------------------------------------------------------
+
+    def ref(self, name: str, sc: Scope) -> str:
+        if name in sc.names:
+            return f"l.{py(name)}"
+        if name in self.module.constants:
+            return repr(self.module.constants[name])
+        if name in ("dt", "t"):
+            self.fail(
+                name,
+                f"{name} is not available to a mechanism's rates here "
+                "(kinetics are evaluated for a frozen voltage)",
+            )
+        if name not in self.known:
+            self.fail("variable", f"{name} is not declared")
+        return f"m.{py(name)}"
+
+    def expr(self, e: ir.Expr, sc: Scope) -> str:
+        if isinstance(e, ir.Num):
+            return repr(e.value)
+        if isinstance(e, ir.Name):
+            return self.ref(e.id, sc)
+        if isinstance(e, ir.Unary):
+            x = self.expr(e.operand, sc)
+            return f"(-{x})" if e.op == "-" else f"lnot({x})"
+        if isinstance(e, ir.BinOp):
+            return self.binop(e, sc)
+        if isinstance(e, ir.Call):
+            return self.call(e, sc)
+        raise AssertionError(e)
+
+    def binop(self, e: ir.BinOp, sc: Scope) -> str:
+        op = e.op
+        if op == "/":
+            return self.divide(e.lhs, e.rhs, sc)
+        if op == "^":
+            return self.power(e.lhs, e.rhs, sc)
+        a, b = self.expr(e.lhs, sc), self.expr(e.rhs, sc)
+        if op in ("+", "-", "*") or op in _CMP:
+            return f"({a} {op} {b})"
+        if op == "&&":
+            return f"land({a}, {b})"
+        if op == "||":
+            return f"lor({a}, {b})"
+        self.fail(op, f"operator {op!r} is not supported")
+
+    def divide(self, num: ir.Expr, den: ir.Expr, sc: Scope) -> str:
+        singular = _expm1_of(den)
+        if singular is not None:
+            u, sign = singular
+            ratio = singular_ratio(num if sign > 0 else ir.Unary("-", num), u)
+            if ratio is not None:
+                self.rewrites += 1
+                return f"({self.expr(ratio, sc)} * x_over_expm1({self.expr(u, sc)}))"
+        a, b = self.expr(num, sc), self.expr(den, sc)
+        if isinstance(den, ir.Num) and den.value != 0:
+            return f"({a} / {b})"
+        return f"safe_div({a}, {b})"
+
+    def power(self, base: ir.Expr, exponent: ir.Expr, sc: Scope) -> str:
+        a, b = self.expr(base, sc), self.expr(exponent, sc)
+        if isinstance(exponent, ir.Num) and exponent.value == int(exponent.value):
+            return f"({a} ** {int(exponent.value)})"
+        if isinstance(base, ir.Num) and base.value > 0:
+            return f"({a} ** {b})"
+        return f"power({a}, {b})"
+
+    def call(self, e: ir.Call, sc: Scope) -> str:
+        fn, args = e.fn, e.args
+        n = _ARITY.get(fn, 1)
+        if fn in _MATH or fn == "pow":
+            if len(args) != n:
+                self.fail(f"{fn}()", f"takes {n} argument(s), got {len(args)}")
+            if fn == "pow":
+                return self.power(args[0], args[1], sc)
+            return f"{_MATH[fn]}({', '.join(self.expr(a, sc) for a in args)})"
+        c = self.module.callables.get(fn)
+        if c is None:
+            self.fail(
+                f"{fn}()",
+                f"calls {fn}, which is neither a built-in "
+                f"function ({', '.join(sorted(_MATH))}, pow) nor a FUNCTION "
+                "of this file",
+            )
+        if c.kind != "FUNCTION":
+            self.fail(f"{fn}()", f"PROCEDURE {fn} used as a value")
+        if len(args) != len(c.params):
+            self.fail(f"{fn}()", f"takes {len(c.params)} argument(s), got {len(args)}")
+        return f"fn_{fn}(m, {', '.join(self.expr(a, sc) for a in args)})".replace(
+            "(m, )", "(m)"
+        )
+
+    # -- statements ------------------------------------------------------------
+
+    def stmts(self, body, sc: Scope):
+        for s in body:
+            self.stmt(s, sc)
+
+    def stmt(self, s: ir.Stmt, sc: Scope):
+        self.line = s.line
+        if isinstance(s, ir.Local):
+            sc.names |= set(s.names)
+            for n in s.names:
+                self.emit(f"l.{py(n)} = 0.0")
+        elif isinstance(s, ir.Assign):
+            self.assign(s, sc)
+        elif isinstance(s, ir.CallStmt):
+            c = self.module.callables.get(s.fn)
+            if c is not None and c.kind == "PROCEDURE":
+                if len(s.args) != len(c.params):
+                    self.fail(
+                        f"{s.fn}()",
+                        f"takes {len(c.params)} argument(s), got {len(s.args)}",
+                    )
+                args = "".join(", " + self.expr(a, sc) for a in s.args)
+                self.emit(f"pr_{s.fn}(m{args})")
+            else:
+                self.emit(self.call(ir.Call(s.fn, s.args), sc))
+        elif isinstance(s, ir.If):
+            self.if_(s, sc)
+        elif isinstance(s, ir.DiffEq):
+            if self.equation is None:
+                self.fail("x' =", "a derivative outside a DERIVATIVE block")
+            self.equation(self, s, sc)
+        elif isinstance(s, ir.Solve):
+            if self.solve is None:
+                self.fail("SOLVE", "SOLVE is allowed in BREAKPOINT and INITIAL only")
+            self.solve(self, s, sc)
+        else:
+            raise AssertionError(s)
+
+    def assign(self, s: ir.Assign, sc: Scope):
+        t = s.target
+        value = self.expr(s.value, sc)
+        if t in sc.names:
+            self.emit(f"l.{py(t)} = {value}")
+            return
+        if t in self.module.constants or t in ("v", "celsius", "diam", "area", "dt"):
+            self.fail("assignment", f"{t} cannot be assigned")
+        self.ref(t, sc)
+        self.emit(f"m.{py(t)} = {value}")
+
+    def if_(self, s: ir.If, sc: Scope):
+        guard = _guarded_singularity(self, s, sc)
+        if guard is not None:
+            self.out.extend(guard)
+            return
+        self.n_if += 1
+        k = self.n_if
+        self.emit(f"_c{k} = {self.expr(s.cond, sc)}  # if")
+        self.emit(f"_s{k} = (m.copy(), l.copy())")
+        self.stmts(s.body, sc)
+        self.line = s.line
+        self.emit(f"_t{k} = (m.copy(), l.copy())")
+        self.emit(f"m.restore(_s{k}[0]); l.restore(_s{k}[1])  # else")
+        self.stmts(s.orelse, sc)
+        self.line = s.line
+        self.emit(f"merge_into(_c{k}, (m, l), _t{k})")
+
+
+def _expm1_of(den: ir.Expr):
+    """`(u, +1)` for `exp(u) - 1` (or `-1 + exp(u)`), `(u, -1)` for `1 - exp(u)`."""
+
+    def is_one(e):
+        return isinstance(e, ir.Num) and e.value == 1.0
+
+    def exp_arg(e):
+        if isinstance(e, ir.Call) and e.fn == "exp" and len(e.args) == 1:
+            return e.args[0]
+        return None
+
+    if isinstance(den, ir.BinOp) and den.op == "-":
+        if exp_arg(den.lhs) is not None and is_one(den.rhs):
+            return exp_arg(den.lhs), 1
+        if is_one(den.lhs) and exp_arg(den.rhs) is not None:
+            return exp_arg(den.rhs), -1
+    if isinstance(den, ir.BinOp) and den.op == "+":
+        for a, b in ((den.lhs, den.rhs), (den.rhs, den.lhs)):
+            if exp_arg(a) is not None and isinstance(b, ir.Num) and b.value == -1.0:
+                return exp_arg(a), 1
+    return None
+
+
+def _targets(body) -> set[str]:
+    out = set()
+    for s in body:
+        if isinstance(s, ir.Assign):
+            out.add(s.target)
+        elif isinstance(s, ir.If):
+            out |= _targets(s.body) | _targets(s.orelse)
+        else:
+            out.add(None)  # anything else: not a plain guard
+    return out
+
+
+def _guarded_singularity(em: Emitter, s: ir.If, sc: Scope):
+    """The code of the regular branch alone, if `s` is `if (fabs(E) < eps)
+    {approximation} else {regular}` (or `>` with the branches swapped) and the
+    regular branch's singular quotients were all made exact; else `None`."""
+    c = s.cond
+    if not (isinstance(c, ir.BinOp) and c.op in ("<", "<=", ">", ">=")):
+        return None
+
+    def is_fabs(e):
+        return isinstance(e, ir.Call) and e.fn == "fabs"
+
+    if is_fabs(c.lhs) and isinstance(c.rhs, ir.Num):
+        small_first = c.op in ("<", "<=")
+    elif is_fabs(c.rhs) and isinstance(c.lhs, ir.Num):
+        small_first = c.op in (">", ">=")
+    else:
+        return None
+    approx, regular = (s.body, s.orelse) if small_first else (s.orelse, s.body)
+    if (
+        not regular
+        or None in _targets(regular)
+        or _targets(regular) != _targets(approx)
+    ):
+        return None
+    sub = Emitter(em.module, em.known, em.label)
+    sub.equation, sub.solve, sub.n_if = em.equation, em.solve, em.n_if + 100
+    sub.stmts(regular, Scope(sc.names, sc.owner))
+    if sub.rewrites == 0 or any(
+        "safe_div" in line and "x_over_expm1" not in line for line in sub.out
+    ):
+        return None
+    em.rewrites += sub.rewrites
+    line = s.line
+    return [
+        f"    # {em.label}:{line}: guard 'if (fabs(...) < eps)' dropped: "
+        "the regular branch is exact at the singularity"
+    ] + sub.out
+
+
+def label_of(path: str) -> str:
+    return pathlib.Path(path).name

@@ -1,0 +1,242 @@
+"""Front end, file level: one `.mod` file → one `_ir.Module` (its NEURON,
+UNITS, PARAMETER, CONSTANT, ASSIGNED and STATE declarations and its blocks)."""
+
+import pathlib
+import re
+
+from . import _ir as ir
+from ._errors import NmodlError
+from ._frontend import (
+    _KEYWORD_OF_NODE,
+    _node,
+    _Reader,
+    _UNIT_FACTORS,
+    _UNSUPPORTED,
+    BUILTIN_CONSTANTS,
+    import_nmodl,
+    NEURON_GLOBALS,
+)
+
+
+def _number(n) -> float:
+    return float(n.eval()) if _node(n) != "DoubleUnit" else float(n.value.eval())
+
+
+def _unit(nmodl, u) -> str:
+    return nmodl.to_nmodl(u).strip().strip("()").replace(" ", "")
+
+
+def read_mod(path: pathlib.Path) -> ir.Module:
+    """Parse `path` with NEURON's NMODL driver and translate it to the IR."""
+    nmodl, ast = import_nmodl()
+    text = path.read_text()
+    try:
+        program = nmodl.NmodlDriver().parse_string(text)
+    except RuntimeError as e:
+        msg = str(e)
+        m = re.search(r"Location : (\d+)", msg)
+        raise NmodlError(
+            path, int(m.group(1)) if m else None, "syntax", msg.splitlines()[0]
+        ) from None
+    r = _Reader(path, text, nmodl, ast)
+    r.has_table = False
+    d = dict(
+        suffix=None,
+        title="",
+        ions=[],
+        nonspecific=[],
+        range_names=[],
+        global_names=[],
+        statics=[],
+        parameters={},
+        constants=dict(BUILTIN_CONSTANTS),
+        assigned=[],
+        states=[],
+        state_start={},
+        callables={},
+        initial=None,
+        breakpoint=None,
+        derivatives={},
+        lines={},
+    )
+    for b in program.blocks:
+        t = _node(b)
+        if t in (
+            "Model",
+            "BlockComment",
+            "LineComment",
+            "IndependentBlock",
+            "UnitState",
+        ):
+            if t == "Model":
+                d["title"] = b.title.eval().strip() if hasattr(b, "title") else ""
+            continue
+        if t in _UNSUPPORTED:
+            r.cursor = 1
+            r.unsupported(b)
+        if t == "Define":
+            continue  # DEFINE macros are expanded by the parser
+        line = r.block_line(_KEYWORD_OF_NODE.get(t, r"$^"))
+        if t == "NeuronBlock":
+            _neuron_block(r, b, d)
+        elif t == "UnitBlock":
+            for u in b.definitions:
+                if _node(u) != "FactorDef":
+                    continue
+                name = u.name.get_node_name()
+                uline = r.stmt_line(rf"\b{re.escape(name)}\s*=")
+                d["lines"][name] = uline
+                if u.value is not None:
+                    d["constants"][name] = _number(u.value)
+                    continue
+                key = (_unit(nmodl, u.unit1), _unit(nmodl, u.unit2))
+                if u.gt is not None or key not in _UNIT_FACTORS:
+                    r.fail(
+                        uline,
+                        "UNITS",
+                        f"unit factor {name} = ({key[0]}) "
+                        f"({key[1]}) is not known; write its value instead "
+                        f"(known: {sorted(_UNIT_FACTORS)})",
+                    )
+                d["constants"][name] = _UNIT_FACTORS[key]
+        elif t == "ParamBlock":
+            for p in b.statements:
+                name = p.name.get_node_name()
+                d["lines"][name] = r.stmt_line(rf"\b{re.escape(name)}\b")
+                value = 0.0 if p.value is None else _number(p.value)
+                d["parameters"][name] = value
+        elif t == "LocalListStatement":  # file-level LOCAL: a module variable
+            for var in b.variables:
+                d["assigned"].append(var.name.get_node_name())
+                d["statics"].append(var.name.get_node_name())
+        elif t == "ConstantBlock":
+            for c in b.statements:
+                if _node(c) != "ConstantStatement":
+                    continue
+                name = c.constant.name.get_node_name()
+                d["lines"][name] = r.stmt_line(rf"\b{re.escape(name)}\s*=")
+                d["constants"][name] = _number(c.constant.value)
+        elif t in ("AssignedBlock", "StateBlock"):
+            for a in b.definitions:
+                name = a.name.get_node_name()
+                aline = r.stmt_line(rf"\b{re.escape(name)}\b")
+                d["lines"].setdefault(name, aline)
+                if a.length is not None or _node(a.name) == "IndexedName":
+                    r.fail(aline, "array", f"{name}: array variables are not supported")
+                (d["states"] if t == "StateBlock" else d["assigned"]).append(name)
+        elif t in ("InitialBlock", "BreakpointBlock"):
+            kind = "INITIAL" if t == "InitialBlock" else "BREAKPOINT"
+            body = r.stmts(b.statement_block)
+            d["initial" if kind == "INITIAL" else "breakpoint"] = ir.Block(
+                kind, kind, body, line
+            )
+        elif t == "DerivativeBlock":
+            name = b.name.get_node_name()
+            line = r.block_line(rf"\bDERIVATIVE\s+{re.escape(name)}\b")
+            d["derivatives"][name] = ir.Block(
+                "DERIVATIVE", name, r.stmts(b.statement_block), line
+            )
+            d["lines"][name] = line
+        elif t in ("FunctionBlock", "ProcedureBlock"):
+            kind = "FUNCTION" if t == "FunctionBlock" else "PROCEDURE"
+            name = b.name.get_node_name()
+            line = r.block_line(rf"\b{kind}\s+{re.escape(name)}\b")
+            r.has_table = False
+            params = []
+            for a in b.parameters:
+                params.append(a.name.get_node_name())
+            body = r.stmts(b.statement_block)
+            d["callables"][name] = ir.Callable(
+                kind, name, tuple(params), body, line, r.has_table
+            )
+            d["lines"][name] = line
+        else:
+            r.fail(line, t, "this block is not supported")
+    if d["suffix"] is None:
+        raise NmodlError(path, None, "NEURON", "no SUFFIX: not a density mechanism")
+    _finish(r, d)
+    return ir.Module(path=str(path), **{k: _freeze(v) for k, v in d.items()})
+
+
+def _freeze(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def _neuron_block(r: _Reader, b, d):
+    nmodl = r.nmodl
+    for s in b.statement_block.statements:
+        t = _node(s)
+        if t in _UNSUPPORTED:
+            r.unsupported(s)
+        if t == "Suffix":
+            kind = s.type.get_node_name()
+            name = s.name.get_node_name()
+            line = r.stmt_line(rf"\b{kind}\b")
+            if kind != "SUFFIX":
+                r.fail(
+                    line,
+                    kind,
+                    f"{name}: point processes are not supported yet "
+                    "(only density mechanisms, SUFFIX)",
+                )
+            d["suffix"] = name
+            d["lines"]["SUFFIX"] = line
+        elif t == "Useion":
+            ion = s.name.get_node_name()
+            line = r.stmt_line(rf"\bUSEION\s+{re.escape(ion)}\b")
+            valence = None
+            if s.valence is not None:
+                z = float(s.valence.value.eval())
+                if z != int(z) or z == 0:
+                    r.fail(
+                        line,
+                        "VALENCE",
+                        f"ion {ion}: valence must be a non-zero integer, got {z}",
+                    )
+                valence = int(z)
+            read = tuple(x.name.get_node_name() for x in s.readlist)
+            write = tuple(x.name.get_node_name() for x in s.writelist)
+            allowed = {f"e{ion}", f"{ion}i", f"{ion}o", f"i{ion}"}
+            for name in read + write:
+                if name not in allowed:
+                    r.fail(
+                        line,
+                        "USEION",
+                        f"{name} is not a variable of ion {ion} ({sorted(allowed)})",
+                    )
+            if f"e{ion}" in write:
+                r.fail(line, "USEION", f"writing e{ion} is not supported")
+            d["ions"].append(ir.Ion(ion, read, write, valence, line))
+        elif t == "Nonspecific":
+            r.stmt_line(r"\bNONSPECIFIC_CURRENT\b")
+            d["nonspecific"] += [c.name.get_node_name() for c in s.currents]
+        elif t == "Range":
+            d["range_names"] += [x.name.get_node_name() for x in s.variables]
+        elif t == "Global":
+            d["global_names"] += [x.name.get_node_name() for x in s.variables]
+        elif t in ("ThreadSafe", "LineComment", "BlockComment", "OntologyStatement"):
+            continue
+        else:
+            line = r.stmt_line(r"\S")
+            r.fail(
+                line,
+                t,
+                f"{nmodl.to_nmodl(s).strip()!r} in the NEURON block is not supported",
+            )
+
+
+def _finish(r: _Reader, d):
+    """Sort declarations: ion variables and NEURON globals are not parameters."""
+    ion_vars = {x for ion in d["ions"] for x in ion.read + ion.write}
+    for name in list(d["parameters"]):
+        if name in ion_vars or name in NEURON_GLOBALS:
+            del d["parameters"][name]
+    d["assigned"] = [
+        a for a in d["assigned"] if a not in ion_vars and a not in NEURON_GLOBALS
+    ]
+    for s in d["states"]:
+        start = d["parameters"].pop(f"{s}0", None)
+        d["state_start"][s] = 0.0 if start is None else start
+    for name in d["states"]:
+        if name in d["parameters"] or name in d["assigned"]:
+            r.fail(d["lines"].get(name), "STATE", f"{name} is declared twice")

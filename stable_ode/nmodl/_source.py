@@ -1,0 +1,287 @@
+"""Python source of one mechanism: its FUNCTIONs and PROCEDUREs, each
+DERIVATIVE block (kinetics, right-hand sides, assignments), INITIAL and
+BREAKPOINT, as plain functions of a `Vars` record `m`."""
+
+from . import _ir as ir
+from ._analysis import (
+    calls_in,
+    check_reads,
+    effects,
+    expand,
+    exposed_reads,
+    StateDependence,
+)
+from ._codegen import Emitter, label_of, py, Scope
+from ._errors import NmodlError
+from ._frontend import NEURON_GLOBALS
+from ._symbolic import equation_form
+
+
+METHODS = ("cnexp", "derivimplicit", "euler")
+
+
+class Source:
+    """Generates the source; `self.state_lines` maps each state to the
+    `(file, line)` of its equation."""
+
+    def __init__(self, module: ir.Module, neuron_schemes: bool = True):
+        self.module = module
+        self.neuron_schemes = neuron_schemes
+        self.label = label_of(module.path)
+        ion_vars = {x for ion in module.ions for x in ion.read + ion.write}
+        self.known = (
+            set(module.parameters)
+            | set(module.assigned)
+            | set(module.states)
+            | ion_vars
+            | set(NEURON_GLOBALS)
+        )
+        self.fx = effects(module)
+        self.state_lines: dict[str, tuple[str, int]] = {}
+        self.forms: dict[str, str] = {}
+        self.chunks: list[str] = []
+        self.solved: list[ir.Block] = []
+        self.methods: dict[str, str] = {}
+
+    def fail(self, line, construct, problem):
+        raise NmodlError(self.module.path, line, construct, problem)
+
+    def emitter(self) -> Emitter:
+        em = Emitter(self.module, self.known, self.label)
+        em.solve = self.solve
+        return em
+
+    def generate(self) -> str:
+        mod = self.module
+        for c in mod.callables.values():
+            self.callable(c)
+        bp = mod.breakpoint
+        if bp is not None:
+            for s in bp.body:
+                if isinstance(s, ir.Solve):
+                    self.solved.append(self.solved_block(s))
+        solved_states = set()
+        for blk in self.solved:
+            self.derivative(blk)
+            solved_states |= {s.state for s in blk.body if isinstance(s, ir.DiffEq)}
+        for s in mod.states:
+            if s not in solved_states:
+                self.fail(
+                    mod.lines.get(s),
+                    "STATE",
+                    f"{s} has no equation in a DERIVATIVE block solved by BREAKPOINT",
+                )
+        self.check_reads()
+        for blk, name in ((mod.initial, "initial"), (bp, "breakpoint")):
+            em = self.emitter()
+            if blk is not None:
+                em.emit(f'"""{blk.kind} ({self.label}:{blk.line})"""')
+            em.emit("l = Vars()")
+            if blk is not None:
+                em.stmts(blk.body, Scope(owner=blk.kind))
+            self.chunks.append(f"def {name}(m):\n" + "\n".join(em.out))
+        return "\n\n\n".join(self.chunks) + "\n"
+
+    def check_reads(self):
+        """An `ASSIGNED` read before the block computes it would be NEURON's
+        value left by another block: not reproduced, so an error."""
+        mod = self.module
+        exposed = exposed_reads(mod, self.fx)
+
+        def fail(kind):
+            def f(name, line):
+                self.fail(
+                    line,
+                    "ASSIGNED",
+                    f"{kind} reads {name} before computing "
+                    "it (NEURON would read the value another block left "
+                    "there; stable_ode evaluates each block on its own)",
+                )
+
+            return f
+
+        for blk in self.solved:
+            check_reads(mod, blk.body, exposed, set(), fail(f"DERIVATIVE {blk.name}"))
+        if mod.initial is not None:
+            check_reads(mod, mod.initial.body, exposed, set(), fail("INITIAL"))
+        if mod.breakpoint is not None:
+            body = []
+            for s in mod.breakpoint.body:
+                if isinstance(s, ir.Solve) and s.block in mod.derivatives:
+                    body += [
+                        q
+                        for q in mod.derivatives[s.block].body
+                        if not isinstance(q, ir.DiffEq)
+                    ]
+                else:
+                    body.append(s)
+            check_reads(mod, body, exposed, set(), fail("BREAKPOINT"))
+
+    def solved_block(self, s: ir.Solve) -> ir.Block:
+        blk = self.module.derivatives.get(s.block)
+        if blk is None:
+            self.fail(
+                s.line,
+                "SOLVE",
+                f"{s.block} is not a DERIVATIVE block of this "
+                "file (KINETIC and other blocks are not supported)",
+            )
+        if s.method not in METHODS:
+            self.fail(
+                s.line,
+                "SOLVE",
+                f"METHOD {s.method} is not supported (supported: {', '.join(METHODS)})",
+            )
+        self.methods[blk.name] = s.method
+        return blk
+
+    def solve(self, em: Emitter, s: ir.Solve, sc: Scope):
+        if s.steadystate is None and em.equation is None and s.method is not None:
+            # BREAKPOINT: the states are advanced by the solver; here the block's
+            # assignments only, so that the currents see what it computes.
+            em.emit(f"deriv_{s.block}_assign(m)")
+            return
+        if s.steadystate is None:
+            self.fail(s.line, "SOLVE", "SOLVE in INITIAL without STEADYSTATE")
+        blk = self.module.derivatives.get(s.block)
+        if blk is None:
+            self.fail(
+                s.line,
+                "SOLVE STEADYSTATE",
+                f"{s.block} is not a DERIVATIVE block of this file",
+            )
+        eqs = [q for q in blk.body if isinstance(q, ir.DiffEq)]
+        dep = StateDependence(self.module, self.fx)
+        for q in blk.body:
+            if isinstance(q, ir.DiffEq) and self.form(q, dep).kind != "relaxation":
+                self.fail(
+                    s.line,
+                    "SOLVE STEADYSTATE",
+                    f"state {q.state}'s equation "
+                    "is not linear in it; its steady state is not supported",
+                )
+            dep.step(q)
+        em.emit(f"_k = deriv_{s.block}(m)  # steady state")
+        for q in eqs:
+            em.emit(f"m.{py(q.state)} = _k[{q.state!r}].inf")
+
+    def callable(self, c: ir.Callable):
+        em = self.emitter()
+        names = set(c.params) | ({c.name} if c.kind == "FUNCTION" else set())
+        sc = Scope(names, c.name)
+        args = ", ".join(py(p) for p in c.params)
+        prefix = "fn_" if c.kind == "FUNCTION" else "pr_"
+        em.emit(
+            f'"""{c.kind} {c.name}({", ".join(c.params)}) ({self.label}:{c.line})"""'
+        )
+        init = [f"{py(p)}={py(p)}" for p in c.params]
+        if c.kind == "FUNCTION":
+            init.append(f"{py(c.name)}=0.0")
+        em.emit(f"l = Vars({', '.join(init)})")
+        em.stmts(c.body, sc)
+        if c.kind == "FUNCTION":
+            em.out.append(f"    return l.{py(c.name)}")
+        sig = f"m, {args}" if args else "m"
+        self.chunks.append(f"def {prefix}{c.name}({sig}):\n" + "\n".join(em.out))
+
+    def form(self, q: ir.DiffEq, dep: StateDependence):
+        rhs = expand(q.rhs, dep.subst)
+        if any(q.state in self.fx.get(f, (set(),))[0] for f in calls_in(rhs)):
+            from ._symbolic import RATE
+
+            return RATE
+        return equation_form(
+            q,
+            dep.subst,
+            lambda n: n in dep.opaque and q.state in dep.deps.get(n, set()),
+        )
+
+    def direct_only(self, q: ir.DiffEq, dep: StateDependence) -> bool:
+        """Whether `q`'s right-hand side depends on its state only directly
+        (not through variables computed from it, nor through a function)."""
+        from ._analysis import names_in
+
+        for n in names_in(q.rhs) - {q.state}:
+            if q.state in dep.deps.get(n, set()):
+                return False
+        return not any(q.state in self.fx.get(f, (set(),))[0] for f in calls_in(q.rhs))
+
+    def derivative(self, blk: ir.Block):
+        """Three functions: `deriv_B(m)` (kinetics by state), `deriv_B_rhs(m)`
+        (dx/dt by state) and `deriv_B_assign(m)` (the assignments only)."""
+        for q in blk.body:
+            if isinstance(q, ir.If):
+                for s in _walk_eqs(q):
+                    self.fail(s.line, "x' =", "an equation inside if/else")
+        for variant in ("", "_rhs", "_assign"):
+            em = self.emitter()
+            em.emit(f'"""DERIVATIVE {blk.name} ({self.label}:{blk.line})"""')
+            em.emit("l = Vars()")
+            em.emit("m0 = m.copy()" if variant == "" else "out = {}")
+            if variant == "":
+                em.emit("out = {}")
+            dep = StateDependence(self.module, self.fx)
+
+            def equation(em, q, sc, variant=variant, dep=dep):
+                if variant == "_assign":
+                    return
+                if q.state not in self.module.states:
+                    em.fail("x' =", f"{q.state} is not a STATE")
+                self.state_lines[q.state] = (self.module.path, q.line)
+                if variant == "_rhs":
+                    em.emit(f"out[{q.state!r}] = {em.expr(q.rhs, sc)}")
+                    return
+                f = self.form(q, dep)
+                implicit = (
+                    self.neuron_schemes
+                    and self.methods.get(blk.name) == "derivimplicit"
+                )
+                kind = f.kind if f.tau is None else "relaxation(tau)"
+                self.forms[q.state] = ("implicit " if implicit else "") + kind
+                wrap = "implicit_relaxation(" if implicit else "("
+                if f.kind == "relaxation" and f.tau is not None:
+                    em.emit(
+                        f"out[{q.state!r}] = {wrap}inf_tau_gate(as_n("
+                        f"{em.expr(f.inf, sc)}, m.v), as_n({em.expr(f.tau, sc)}"
+                        ", m.v)))"
+                    )
+                elif f.kind == "relaxation":
+                    em.emit(
+                        f"out[{q.state!r}] = {wrap}Relaxation(inf=as_n("
+                        f"{em.expr(f.inf, sc)}, m.v), rate=as_n("
+                        f"{em.expr(f.rate, sc)}, m.v)))"
+                    )
+                elif self.direct_only(q, dep):
+                    # x enters only directly: re-evaluate this expression alone
+                    cls = "ImplicitRateEquation" if implicit else "RateEquation"
+                    em.emit(
+                        f"out[{q.state!r}] = {cls}(f=functools.partial("
+                        f"equation_rhs, lambda m, l: {em.expr(q.rhs, sc)}, "
+                        f"m.copy(), l.copy(), {py(q.state)!r}))"
+                    )
+                else:
+                    cls = "ImplicitRateEquation" if implicit else "RateEquation"
+                    em.emit(
+                        f"out[{q.state!r}] = {cls}(f=functools.partial("
+                        f"rate_rhs, deriv_{blk.name}_rhs, m0, {q.state!r}))"
+                    )
+
+            em.equation = equation
+            sc = Scope(owner=blk.name)
+            for q in blk.body:
+                em.stmt(q, sc)
+                if variant == "":
+                    dep.step(q)
+            em.out.append("    return out" if variant != "_assign" else "    return m")
+            self.chunks.append(
+                f"def deriv_{blk.name}{variant}(m):\n" + "\n".join(em.out)
+            )
+
+
+def _walk_eqs(s):
+    for b in (s.body, s.orelse):
+        for q in b:
+            if isinstance(q, ir.DiffEq):
+                yield q
+            elif isinstance(q, ir.If):
+                yield from _walk_eqs(q)

@@ -1,0 +1,123 @@
+"""Shared by the NMODL importer's tests: a one-compartment run in both
+simulators, and a stand-in `Environment` for calling mechanisms directly."""
+
+import jax.numpy as jnp
+import numpy as np
+
+import stable_ode as so
+
+
+class FakeIon:
+    def __init__(self, n, dtype, reversal=0.0, inside=1.0, outside=1.0):
+        self.reversal = jnp.full((n,), reversal, dtype)
+        self.inside = jnp.full((n,), inside, dtype)
+        self.outside = jnp.full((n,), outside, dtype)
+        self.current = jnp.zeros((n,), dtype)
+
+
+class FakeEnv:
+    """What a mechanism sees of a model (for calling its methods directly):
+    `celsius`, geometry, and NEURON's default ions."""
+
+    DEFAULTS = {
+        "na": (50.0, 10.0, 140.0),
+        "k": (-77.0, 54.4, 2.5),
+        "ca": (132.4579341637009, 5e-5, 2.0),
+    }
+
+    def __init__(self, n, dtype=jnp.float64, celsius=6.3):
+        self.celsius = jnp.asarray(celsius, dtype)
+        self.area = jnp.full((n,), 20.0 * 20.0 * np.pi * 1e-8, dtype)
+        self.diam = jnp.full((n,), 20.0, dtype)
+        self.length = jnp.full((n,), 20.0, dtype)
+        self.n, self.dtype = n, dtype
+
+    def ion(self, name):
+        e, ci, co = self.DEFAULTS.get(name, (0.0, 1.0, 1.0))
+        return FakeIon(self.n, self.dtype, e, ci, co)
+
+
+def per_compartment(mech, n, dtype=jnp.float64):
+    """`mech` with every parameter an array of `n` values (as after `build`)."""
+    import jax
+
+    return jax.tree_util.tree_map(lambda x: jnp.full((n,), x, dtype), mech)
+
+
+STEP = dict(amplitude=0.15, delay=2.0, duration=20.0)
+
+
+def run_ours(
+    cells,
+    record=None,
+    *,
+    t_stop=30.0,
+    dt=0.025,
+    celsius=6.3,
+    dtype=jnp.float64,
+    solver=so.BackwardEuler(),
+):
+    """One model, one simulation: per name in `cells`, a compartment (L = diam
+    = 20 µm) with the mechanisms `cells[name]` and a step current (`STEP`).
+    Returns `(t, {name: v})` as NumPy arrays (ms, mV)."""
+    built, stimuli, recordings = [], [], []
+    for name, mechanisms in cells.items():
+        built.append(
+            so.Cell(
+                name,
+                [so.Section("soma", 20.0, 20.0, 1)],
+                [so.Insert(m) for m in mechanisms],
+            )
+        )
+        site = so.Site(name, "soma", 0.5)
+        stimuli.append(so.StepCurrent(site, **STEP))
+        recordings.append(so.Recording(name, site))
+        for var in (record or {}).get(name, ()):
+            recordings.append(so.Recording(f"{name}.{var}", site, variable=var))
+    model = so.build(built, stimuli, recordings, celsius=celsius, dtype=dtype)
+    sim = so.simulate(model, t_stop, dt, solver=solver)
+    return np.asarray(sim.ts), {k: np.asarray(v) for k, v in sim.recordings.items()}
+
+
+def run_neuron(h, cells, record=None, *, t_stop=30.0, dt=0.025, celsius=6.3):
+    """The same compartments in NEURON at `secondorder = 0`: `cells[name]` is a
+    list of `(suffix, {parameter: value})`; tables off (`usetable_<suffix> =
+    0`) where the file has them. Returns `(t, {name: v})`."""
+    secs, clamps, vecs = [], [], {}
+    try:
+        h.load_file("stdrun.hoc")
+        for name, mechanisms in cells.items():
+            sec = h.Section(name=f"nmodl_{name}")
+            secs.append(sec)
+            sec.L = sec.diam = 20.0
+            sec.nseg = 1
+            for suffix, params in mechanisms:
+                sec.insert(suffix)
+                for k, val in params.items():
+                    setattr(sec(0.5), f"{k}_{suffix}", val)
+                if hasattr(h, f"usetable_{suffix}"):
+                    setattr(h, f"usetable_{suffix}", 0)
+            ic = h.IClamp(sec(0.5))
+            ic.amp, ic.delay, ic.dur = (
+                STEP["amplitude"],
+                STEP["delay"],
+                STEP["duration"],
+            )
+            clamps.append(ic)
+            vecs[name] = h.Vector()
+            vecs[name].record(sec(0.5)._ref_v)
+            for var in (record or {}).get(name, ()):
+                vecs[f"{name}.{var}"] = h.Vector()
+                vecs[f"{name}.{var}"].record(getattr(sec(0.5), f"_ref_{var}"))
+        t = h.Vector()
+        t.record(h._ref_t, sec=secs[0])
+        h.CVode().active(0)
+        h.celsius, h.dt, h.secondorder = celsius, dt, 0
+        h.finitialize(-65.0)
+        for _ in range(round(t_stop / dt)):
+            h.fadvance()
+        return np.array(t), {k: np.array(v) for k, v in vecs.items()}
+    finally:
+        del clamps
+        for sec in secs:
+            h.delete_section(sec=sec)

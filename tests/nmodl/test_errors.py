@@ -1,0 +1,293 @@
+"""Every construct the importer does not translate is one clear error naming the
+file, the line and the construct (snippets written for these tests)."""
+
+import sys
+
+import pytest
+
+import stable_ode as so
+from stable_ode.nmodl import load_nmodl, NmodlError
+
+
+HEAD = """NEURON {
+  SUFFIX snip
+  NONSPECIFIC_CURRENT i
+  RANGE g
+}
+PARAMETER { g = 0.001 (S/cm2) }
+ASSIGNED { v (mV) i (mA/cm2) }
+"""  # 7 lines
+
+
+def load(tmp_path, body, name="snip.mod", head=HEAD):
+    path = tmp_path / name
+    path.write_text(head + body)
+    return load_nmodl(path)
+
+
+# (body after HEAD, construct in the message, line, words in the message)
+CASES = {
+    "verbatim": (
+        "BREAKPOINT {\n  i = g*v\nVERBATIM\n  x = 1;\nENDVERBATIM\n}\n",
+        "VERBATIM",
+        10,
+        "C code",
+    ),
+    "kinetic": (
+        "STATE { a b }\nBREAKPOINT { SOLVE k METHOD sparse i = g*v }\n"
+        "KINETIC k {\n  ~ a <-> b (1, 2)\n}\n",
+        "KINETIC",
+        10,
+        "not supported",
+    ),
+    "net_receive": (
+        "BREAKPOINT { i = g*v }\nNET_RECEIVE (w) {\n  i = w\n}\n",
+        "NET_RECEIVE",
+        9,
+        "SUFFIX",
+    ),
+    "random": (
+        "BREAKPOINT {\n  i = g*v*normrand(0, 1)\n}\n",
+        "normrand()",
+        9,
+        "random numbers",
+    ),
+    "while": (
+        "BREAKPOINT {\n  i = 0\n  while (i < 1) { i = i + 1 }\n}\n",
+        "while",
+        10,
+        "loops",
+    ),
+    "undeclared": (
+        "BREAKPOINT {\n  i = g*(v - erev)\n}\n",
+        "variable",
+        9,
+        "erev is not declared",
+    ),
+    "unknown_function": (
+        "BREAKPOINT {\n  i = g*foo(v)\n}\n",
+        "foo()",
+        9,
+        "neither a built-in",
+    ),
+    "dt": ("BREAKPOINT {\n  i = g*v*dt\n}\n", "dt", 9, "not available"),
+    "method": (
+        "STATE { a }\nBREAKPOINT {\n  SOLVE s METHOD runge\n  i = g*a*v\n}\n"
+        "DERIVATIVE s { a' = -a }\n",
+        "SOLVE",
+        10,
+        "METHOD runge",
+    ),
+    "no_equation": (
+        "STATE { a b }\nBREAKPOINT {\n  SOLVE s METHOD cnexp\n"
+        "  i = g*a*v\n}\nDERIVATIVE s { a' = -a }\n",
+        "STATE",
+        8,
+        "b has no equation",
+    ),
+    "array": ("ASSIGNED { x[3] }\nBREAKPOINT { i = g*v }\n", "array", 8, "array"),
+    "assign_v": (
+        "BREAKPOINT {\n  v = 3\n  i = g*v\n}\n",
+        "assignment",
+        9,
+        "v cannot be assigned",
+    ),
+    "unit_factor": (
+        "UNITS {\n  X = (furlong) (mile)\n}\nBREAKPOINT { i = g*v*X }\n",
+        "UNITS",
+        9,
+        "not known",
+    ),
+    "syntax": ("BREAKPOINT {\n  i = = g\n}\n", "syntax", 9, "syntax error"),
+    "steadystate": (
+        "STATE { a }\nINITIAL {\n  SOLVE s STEADYSTATE sparse\n}\n"
+        "BREAKPOINT { SOLVE s METHOD cnexp i = g*a*v }\n"
+        "DERIVATIVE s { a' = -a*a + 1 }\n",
+        "SOLVE STEADYSTATE",
+        10,
+        "not linear",
+    ),
+    "equation_in_if": (
+        "STATE { a }\nBREAKPOINT { SOLVE s METHOD cnexp i = g*a*v }\n"
+        "DERIVATIVE s {\n  if (v > 0) {\n    a' = -a\n  }\n}\n",
+        "x' =",
+        12,
+        "inside if",
+    ),
+    "read_before_computed": (
+        "STATE { a }\nASSIGNED { tau (ms) }\n"
+        "BREAKPOINT { SOLVE s METHOD cnexp tau = 2 i = g*a*v }\n"
+        "DERIVATIVE s {\n  a' = -a/tau\n}\n",
+        "ASSIGNED",
+        12,
+        "DERIVATIVE s reads tau before computing it",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_unsupported_construct(tmp_path, case):
+    body, construct, line, words = CASES[case]
+    with pytest.raises(NmodlError) as e:
+        load(tmp_path, body)
+    err = e.value
+    assert (err.construct, err.line) == (construct, line), str(err)
+    assert words in str(err)
+    assert str(err).startswith(f"{tmp_path / 'snip.mod'}:{line}: {construct}: ")
+
+
+def test_pointer(tmp_path):
+    head = "NEURON {\n  SUFFIX p\n  POINTER q\n}\n"
+    with pytest.raises(NmodlError, match=r"p\.mod:3: POINTER: POINTER variables"):
+        load(tmp_path, "ASSIGNED { q }\n", "p.mod", head)
+
+
+def test_point_process(tmp_path):
+    head = "NEURON {\n  POINT_PROCESS Syn\n  NONSPECIFIC_CURRENT i\n}\n"
+    with pytest.raises(
+        NmodlError,
+        match=r"pp\.mod:2: POINT_PROCESS: Syn: point "
+        "processes are not supported yet",
+    ):
+        load(tmp_path, "ASSIGNED { i }\nBREAKPOINT { i = 0 }\n", "pp.mod", head)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(NmodlError, match=r"nope\.mod: path: no such file"):
+        load_nmodl(tmp_path / "nope.mod")
+
+
+def test_empty_folder(tmp_path):
+    with pytest.raises(NmodlError, match="folder has no .mod files"):
+        load_nmodl(tmp_path)
+
+
+def test_duplicate_suffix_names_both_files(tmp_path):
+    a, b = tmp_path / "a.mod", tmp_path / "b.mod"
+    body = "BREAKPOINT { i = g*v }\n"
+    a.write_text(HEAD + body)
+    b.write_text(HEAD + body)
+    with pytest.raises(NmodlError) as e:
+        load_nmodl([a, b])
+    assert str(e.value) == (f"{b}:2: SUFFIX: snip is also defined in {a}")
+
+
+def test_useion_of_an_unknown_ion_without_valence(tmp_path):
+    head = "NEURON {\n  SUFFIX clleak\n  USEION cl READ ecl WRITE icl\n}\n"
+    body = (
+        "ASSIGNED { v (mV) ecl (mV) icl (mA/cm2) }\n"
+        "BREAKPOINT { icl = 1e-3*(v - ecl) }\n"
+    )
+    mech = load(tmp_path, body, "cl.mod", head)["clleak"]
+    cell = so.Cell("c", [so.Section("s", 10.0, 10.0, 1)], [so.Insert(mech())])
+    with pytest.raises(
+        ValueError,
+        match=r"ion 'cl' \(used by \['clleak'\]\) has no "
+        "valence",
+    ):
+        so.build([cell])
+    # the model may give it
+    so.build([cell], ions={"cl": so.IonSpecies(valence=-1)})
+    # or the file
+    head = head.replace("WRITE icl", "WRITE icl VALENCE -1")
+    mech = load(tmp_path, body, "cl.mod", head)["clleak"]
+    assert mech.ions[0].valence == -1
+
+
+def test_steady_state_initial(tmp_path):
+    """`SOLVE s STEADYSTATE sparse` in INITIAL: each relaxation's `inf`."""
+    import jax.numpy as jnp
+
+    body = (
+        "STATE { a }\nINITIAL { SOLVE s STEADYSTATE sparse }\n"
+        "BREAKPOINT { SOLVE s METHOD cnexp i = g*a*v }\n"
+        "DERIVATIVE s { a' = (1 - a)*exp(v/10) - a }\n"
+    )
+    snip = load(tmp_path, body)["snip"]
+    v = jnp.array([-20.0, 0.0, 30.0])
+    env = so.Environment(celsius=6.3)
+    a = snip(g=jnp.full(3, 0.001)).init_states(v, env)["a"]
+    e = jnp.exp(v / 10)
+    assert jnp.allclose(a, e / (1 + e), rtol=1e-14)
+
+
+def test_folder_and_table_accepted(tmp_path):
+    body = (
+        "BREAKPOINT { i = g*f(v) }\n"
+        "FUNCTION f(x) {\n  TABLE DEPEND g FROM -100 TO 100 WITH 200\n  f = x\n}\n"
+    )
+    load(tmp_path, body)
+    mechs = load_nmodl(tmp_path)
+    assert list(mechs) == ["snip"] and mechs["snip"].nmodl.tables == ("f",)
+
+
+def test_features(tmp_path):
+    """GLOBAL and keyword-named parameters, CONSTANT, unit factors (NEURON 9's
+    FARADAY and R), diam and area (µm²), celsius, if / else if / else, a
+    PROCEDURE writing ASSIGNEDs, a FUNCTION whose branch is chosen by a
+    constant argument, names clashing with Python: each as NEURON means it."""
+    import jax.numpy as jnp
+    from nmodl_support import FakeEnv, per_compartment
+
+    text = """NEURON {
+  SUFFIX feat
+  NONSPECIFIC_CURRENT i
+  RANGE lambda, copy
+  GLOBAL k
+}
+UNITS { FARADAY = (faraday) (coulomb) R = (k-mole) (joule/degC) }
+CONSTANT { c0 = 2 }
+PARAMETER { lambda = 0.5  k = 3 (1)  copy = 1 }
+ASSIGNED { v (mV) i (mA/cm2) diam (um) area (um2) celsius (degC) a b }
+BREAKPOINT {
+  setab(v)
+  i = a + b*f(v, 0) + f(v, 1) + lambda*k*c0 + copy
+}
+PROCEDURE setab(x) {
+  if (x < -50) {
+    a = 1
+  } else if (x < 0) {
+    a = 2
+  } else {
+    a = 3
+  }
+  b = FARADAY/R*diam/area*celsius
+}
+FUNCTION f(x, j) {
+  if (j == 0) {
+    f = x
+  } else {
+    f = -x
+  }
+}
+"""
+    (tmp_path / "feat.mod").write_text(text)
+    feat = load_nmodl(tmp_path / "feat.mod")["feat"]
+    assert feat().lambda_ == 0.5 and feat().copy == 1.0 and feat().k == 3.0
+    v = jnp.array([-70.0, -10.0, 20.0])
+    env = FakeEnv(3, celsius=16.3)
+    i = per_compartment(feat(), 3).current(v, {}, env)
+    area_um2 = env.area * 1e8
+    b = 96485.33212331001 / 8.31446261815324 * env.diam / area_um2 * 16.3
+    a = jnp.array([1.0, 2.0, 3.0])
+    expect = a + b * v - v + 0.5 * 3 * 2 + 1
+    assert jnp.allclose(i, expect, rtol=1e-14)
+    # the branch on the constant argument is taken statically: no select
+    import jax
+
+    from stable_ode.nmodl._runtime import Vars
+
+    f = feat.nmodl.functions["fn_f"]
+    jaxpr = str(jax.make_jaxpr(lambda x: f(Vars(), x, 0.0))(v))
+    assert "select" not in jaxpr
+    assert "select" in str(jax.make_jaxpr(lambda x, j: f(Vars(), x, j))(v, v))
+
+
+def test_without_neuron(tmp_path, monkeypatch):
+    """Without NEURON installed: one clear error naming the extra."""
+    path = tmp_path / "snip.mod"
+    path.write_text(HEAD + "BREAKPOINT { i = g*v }\n")
+    monkeypatch.setitem(sys.modules, "neuron", None)
+    monkeypatch.setitem(sys.modules, "neuron.nmodl", None)
+    with pytest.raises(ImportError, match=r"pip install stable_ode\[nmodl\]"):
+        load_nmodl(path)
