@@ -113,3 +113,14 @@ from ._stepping import (
 )
 from ._xla import set_cpu_small_loop_bytes as set_cpu_small_loop_bytes
 from .diagnostics import diagnose as diagnose, Diagnosis as Diagnosis
+from .events import (  # events: point processes and NetCons
+    AlphaSynapse as AlphaSynapse,
+    Exp2Syn as Exp2Syn,
+    ExpSyn as ExpSyn,
+    IClamp as IClamp,
+    NetCon as NetCon,
+    NetStim as NetStim,
+    PointRecording as PointRecording,
+    SEClamp as SEClamp,
+    SpikeTimes as SpikeTimes,
+)

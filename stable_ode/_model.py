@@ -29,6 +29,7 @@ from ._ion_table import (
 from ._network import build_connections, cast_params, Connections, SynapseGroup
 from ._state import group_states, State
 from ._stimulus import build_stimuli, Site, StepCurrent, Stimuli, TraceCurrent
+from .events._build import build_events, PointRecording  # events: point processes
 from .mechanisms import AbstractKinetics, IonView
 from .mechanisms._ions import IonSpecies
 from .morphology._cell import Cell, Section
@@ -51,6 +52,8 @@ class Layout:
     recordings: tuple[tuple[str, int], ...]
     sections: tuple[tuple[str, Section, int], ...] = ()  # (cell, section, offset)
     recording_variables: tuple[str, ...] = ()  # per recording; () means all "v"
+    # events: (name, group position in `groups`, variable, entry)
+    point_recordings: tuple[tuple[str, int, str, int], ...] = ()
 
     def describe(self, index: int) -> str:
         c = self.compartments[index]
@@ -89,6 +92,8 @@ class MembraneModel(eqx.Module):
     - `synapses`: tuple of `SynapseGroup` (chemical synapses).
     - `ions`: tuple of `BuiltIon` (empty without ions): initial/constant
       concentrations and fixed reversal potentials per compartment.
+    - `point_processes`: tuple of point-process groups (`stable_ode.events`:
+      ExpSyn, Exp2Syn, AlphaSynapse, SEClamp, one group per kind).
     """
 
     area: Float[Array, " ncomp"]
@@ -103,6 +108,7 @@ class MembraneModel(eqx.Module):
     layout: Layout = eqx.field(static=True)
     synapses: tuple[SynapseGroup, ...] = ()
     ions: tuple[BuiltIon, ...] = ()
+    point_processes: tuple[AbstractStateGroup, ...] = ()  # events
 
     @property
     def n_compartments(self) -> int:
@@ -115,8 +121,8 @@ class MembraneModel(eqx.Module):
     @property
     def groups(self) -> tuple[AbstractStateGroup, ...]:
         """Every group of states, in `State.groups` order: the mechanism groups,
-        then the synapse groups."""
-        return self.mechanisms + self.synapses
+        the synapse groups, then the point-process groups."""
+        return self.mechanisms + self.synapses + self.point_processes
 
     def kinetics(
         self,
@@ -234,6 +240,8 @@ def build(
     stimuli: Sequence[StepCurrent | TraceCurrent] = (),
     recordings: Sequence[Recording] = (),
     connections: Sequence[Connections] = (),
+    point_processes: Sequence = (),
+    netcons: Sequence = (),
     *,
     celsius: float = 6.3,
     v_init: float = -65.0,
@@ -246,9 +254,15 @@ def build(
 
     - `cells`: `Cell`s (names unique).
     - `stimuli`: `StepCurrent`s and `TraceCurrent`s.
-    - `recordings`: `Recording`s, returned by name by `simulate`.
+    - `recordings`: `Recording`s (membrane potential) and
+      `stable_ode.PointRecording`s (a point process's variable), returned by
+      name by `simulate`.
     - `connections`: `Connections` (chemical synapses and gap junctions) between
       compartments of any cells.
+    - `point_processes`: NEURON's point processes at sites
+      (`stable_ode.IClamp`, `ExpSyn`, `Exp2Syn`, `AlphaSynapse`, `SEClamp`).
+    - `netcons`: `stable_ode.NetCon`s from spike times or `NetStim`s into
+      `ExpSyn`s and `Exp2Syn`s (see `docs/events.md`).
     - `celsius`: temperature, °C (NEURON's `celsius`, default 6.3).
     - `v_init`: initial membrane potential, mV.
     - `dtype`: `jnp.float32` or `jnp.float64` (default: JAX's default float).
@@ -305,6 +319,14 @@ def build(
         return offsets[cell.name][sec.name] + compartment_of(sec, site.position)
 
     synapse_groups, gap_edges = build_connections(connections, index_of, n, dtype)
+    # --- events: point processes and NetCons (stable_ode/events) ---
+    point_recs = [r for r in recordings if isinstance(r, PointRecording)]
+    recordings = [r for r in recordings if not isinstance(r, PointRecording)]
+    pp_groups, iclamps, point_recs = build_events(
+        point_processes, netcons, point_recs, index_of, dtype
+    )
+    stimuli = list(stimuli) + iclamps
+    # --- end events ---
     edges = edges + gap_edges
     coupling = choose_coupling(n, edges, junctions, dtype)
 
@@ -369,7 +391,7 @@ def build(
             )
         )
 
-    rec_names = [r.name for r in recordings]
+    rec_names = [r.name for r in recordings] + [r[0] for r in point_recs]
     dup = {r for r in rec_names if rec_names.count(r) > 1}
     if dup:
         raise ValueError(f"duplicate recording names {sorted(dup)}")
@@ -380,6 +402,10 @@ def build(
         recordings=tuple((r.name, index_of(r.site)) for r in recordings),
         sections=tuple(sections),
         recording_variables=variables if any(x != "v" for x in variables) else (),
+        point_recordings=tuple(  # events: positions in `MembraneModel.groups`
+            (name, len(groups) + len(synapse_groups) + k, var, entry)
+            for name, k, var, entry in point_recs
+        ),
     )
     model = MembraneModel(
         area=jnp.asarray(area, dtype),
@@ -394,6 +420,7 @@ def build(
         layout=layout,
         synapses=synapse_groups,
         ions=ion_table,
+        point_processes=pp_groups,
     )
     check_shapes(model)
     return model

@@ -1,6 +1,7 @@
 """Reading a model file's ions: the top-level `ions` table, a cell's `ions`
 list, and checking a record's `variable` (see `docs/model-format.md`)."""
 
+from .._model import Recording
 from ..mechanisms._ions import ion_variable, IonSetting, IonSpecies
 from ._reader import key, Reader, suggest
 from ._registry import REGISTRY
@@ -65,6 +66,8 @@ def check_variables(r: Reader, record, cells, ions: dict) -> None:
         for ins in cell.mechanisms:
             names.update(u.ion for u in getattr(ins.mechanism, "ions", ()))
     for i, rec in enumerate(record):
+        if not isinstance(rec, Recording):  # events: a point-process variable
+            continue
         var = rec.variable
         if var == "v" or ion_variable(var, names):
             continue

@@ -172,6 +172,8 @@ def build_spec(spec: ModelSpec) -> MembraneModel:
             v_init=spec.v_init,
             dtype=dtype,
             ions=spec.ions,
+            point_processes=spec.point_processes,  # events
+            netcons=spec.netcons,
         )
     except (ValueError, TypeError, LookupError) as e:
         raise SpecError(spec.file, "cells", one_line(e)) from e

@@ -21,6 +21,7 @@ import diffrax as dfx
 
 from .._solver import BackwardEuler, CrankNicolson, ExponentialEuler
 from .._stimulus import STIMULUS_KINDS
+from ..events import NetStim, POINT_PROCESS_KINDS, SpikeTimes
 from ..mechanisms import AbstractMechanism, HH, Passive
 from ..mechanisms.synapses import AbstractSynapse, GapJunction, IonotropicSynapse
 from ._reader import suggest as _suggest
@@ -312,8 +313,9 @@ class Registry:
       class each makes.
     - `ions`: the keys of an `ions` entry and their kinds (`ION_KEYS`).
     - `variables`: what a record's `variable` may name (`RECORD_VARIABLES`).
-    - `point_processes`, `netcon_sources`: the format's planned additions
-      (NEURON's point processes and NetCon sources); empty until implemented.
+    - `point_processes`: NEURON's point processes (`point_processes[].kind`).
+    - `netcon_sources`: the NetCon sources implemented
+      (`netcons[].source`'s key); a cell-voltage source is not yet.
     """
 
     mechanisms: Mapping[str, type]
@@ -379,5 +381,7 @@ REGISTRY = Registry(
     controllers={"pid": dfx.PIDController},
     ions=ION_KEYS,
     variables=RECORD_VARIABLES,
+    point_processes=POINT_PROCESS_KINDS,
+    netcon_sources={"spike_times": SpikeTimes, "netstim": NetStim},
 )
 """The names model files may use (see `Registry`)."""

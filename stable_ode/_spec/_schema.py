@@ -20,6 +20,12 @@ from .._model import Recording
 from .._stimulus import StepCurrent, TraceCurrent
 from ..morphology import Cell
 from ._cells import CellReader, SwcSource
+from ._events import (
+    read_netcons,
+    read_point_processes,
+    read_point_record,
+    read_spikes,
+)
 from ._ions import check_variables, read_ions
 from ._nmodl import read_nmodl
 from ._reader import describe, key, LIMITS, Limits, Reader, suggest
@@ -60,7 +66,8 @@ class ModelSpec:
     `cells` (`Cell`s), `synapses` (`SynapseSpec`s), `stimuli` (`StepCurrent`s and
     `TraceCurrent`s), `record` (`Recording`s), `integration` (`IntegrationSpec`),
     `swc` (per cell, its `SwcSource` or `None`), `ions` (`{name: IonSpecies}`,
-    the top-level `ions`).
+    the top-level `ions`), `point_processes` and `netcons` (`stable_ode.events`
+    objects; `record` also holds `PointRecording`s).
     """
 
     file: str
@@ -74,6 +81,8 @@ class ModelSpec:
     integration: IntegrationSpec
     swc: tuple[SwcSource | None, ...] = ()
     ions: dict = field(default_factory=dict)
+    point_processes: tuple = ()  # events: point-process objects, named
+    netcons: tuple = ()  # events: `NetCon`s, targets by name
 
     @property
     def directory(self) -> Path:
@@ -235,6 +244,9 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
             "record",
             "ions",
             "nmodl",
+            "point_processes",
+            "netcons",
+            "spikes",
         ),
     )
     directory = Path(file).resolve().parent
@@ -260,8 +272,17 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
         read_stimulus(r, s, f"stimuli[{i}]", sites)
         for i, s in enumerate(r.seq(raw.get("stimuli", []), "stimuli"))
     )
+    # events: point processes, NetCons, spikes
+    pps = read_point_processes(
+        r, raw.get("point_processes", []), "point_processes", sites
+    )
+    kinds = {p.name: type(p).__name__ for p in pps}
+    netcons = read_netcons(r, raw.get("netcons", []), "netcons", kinds)
+    read_spikes(r, raw.get("spikes", []), "spikes")
     record = tuple(
-        read_record(r, s, f"record[{i}]", sites)
+        read_point_record(r, s, f"record[{i}]", kinds)
+        if isinstance(s, dict) and "point_process" in s
+        else read_record(r, s, f"record[{i}]", sites)
         for i, s in enumerate(r.seq(raw.get("record", []), "record"))
     )
     r.unique([x.name for x in record], "record", "recording")
@@ -280,4 +301,6 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
         integration=integration,
         swc=tuple(s for _, s in read),
         ions=ions,
+        point_processes=pps,
+        netcons=netcons,
     )

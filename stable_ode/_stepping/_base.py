@@ -30,16 +30,20 @@ class Recorder(eqx.Module):
     index: tuple[int, ...] | None = eqx.field(static=True)
     names: tuple[str, ...] | None = eqx.field(static=True)
     variables: tuple[str, ...] = eqx.field(static=True, default=())
+    # events: point-process variables `(group, variable, entry)`, after `index`
+    points: tuple[tuple[int, str, int], ...] = eqx.field(static=True, default=())
 
     @staticmethod
     def of(model: MembraneModel) -> "Recorder":
         recs = model.layout.recordings
-        if not recs:
+        points = model.layout.point_recordings
+        if not recs and not points:
             return Recorder(None, None)
         return Recorder(
             tuple(int(i) for _, i in recs),
-            tuple(str(name) for name, _ in recs),
+            tuple(str(name) for name, _ in recs) + tuple(p[0] for p in points),
             tuple(model.layout.recording_variables),
+            tuple((g, var, entry) for _, g, var, entry in points),
         )
 
     def __call__(self, t, y, args):
@@ -47,8 +51,13 @@ class Recorder(eqx.Module):
         if self.index is None:
             return y.v
         if not self.variables:
-            return y.v[np.asarray(self.index)]
-        return self._variables(args, y)
+            cols = y.v[np.asarray(self.index, np.int32)]
+        else:
+            cols = self._variables(args, y)
+        if not self.points:
+            return cols
+        # events: point-process variables after the others
+        return jnp.concatenate([cols, jnp.stack([_point(y, p) for p in self.points])])
 
     def _variables(self, model: MembraneModel, y):
         """The recorded variables at state `y` of `model` (the solve's `args`)."""
@@ -76,6 +85,16 @@ class Recorder(eqx.Module):
         if self.names is None:
             return {"v": saved}
         return {name: saved[:, j] for j, name in enumerate(self.names)}
+
+
+def _point(y, point):
+    """A point-process variable of state `y` (events): a state, or `Exp2Syn`'s
+    `g = B - A`."""
+    g, var, entry = point
+    states = y.groups[g]
+    if var == "g" and "g" not in states:
+        return states["B"][entry] - states["A"][entry]
+    return states[var][entry]
 
 
 class Outcome(eqx.Module):

@@ -12,6 +12,7 @@ from .._controller import NonFiniteRejecting, SafeStepTo
 from .._controller._wrapped import AbstractWrappedController
 from .._solver._wrapped import AbstractWrappedSolver
 from .._term import MembraneTerm
+from ..events._stepping import adaptive_span, event_jump_times, with_events
 from ._base import (
     AbstractStepping,
     check_resolution,
@@ -158,6 +159,9 @@ class AdaptiveSteps(AbstractStepping):
         # Jumps outside (t0, t1) are harmless to the clip; not filtering them
         # keeps this working on a traced model.
         jumps = model.stimuli.jump_times().astype(dtype)
+        events = event_jump_times(model, dtype)  # events: arrivals, clamp edges
+        if events.shape[0]:
+            jumps = jnp.concatenate([jumps, events])
         return t0, t1, ts, jumps
 
     def solve(
@@ -165,6 +169,8 @@ class AdaptiveSteps(AbstractStepping):
     ) -> Outcome:
         t0, t1, ts, jumps = times
         controller = safe_controller(self.controller, jumps)
+        # events: point-process hooks around each step (no-op without them)
+        solver = with_events(solver, model, adaptive_span(t0, t1, ts.dtype))
         sol = dfx.diffeqsolve(
             MembraneTerm(model),
             guard(solver, controller, check_error=True),

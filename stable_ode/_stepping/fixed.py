@@ -14,6 +14,7 @@ from .._controller import SafeStepTo
 from .._misc import tree_all_finite
 from .._results import RESULTS
 from .._term import MembraneTerm
+from ..events._stepping import fixed_span, with_events
 from ._base import (
     AbstractStepping,
     check_resolution,
@@ -129,6 +130,9 @@ class FixedSteps(AbstractStepping):
         self, model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
     ) -> Outcome:
         controller = SafeStepTo(times) if self.controller is None else self.controller
+        # events: point-process hooks around each step (no-op without them)
+        span = fixed_span(self.dt)
+        solver = with_events(solver, model, span)
         cfg = _Fixed(
             solver=guard(solver, controller, check_error=controller.check_error),
             controller=controller,

@@ -1,0 +1,91 @@
+"""Arrivals of NetCon events at a group of synapses: sorted once at build time,
+found each step by two binary searches and a fixed-size window.
+
+A step delivers the arrivals in a half-open time interval. The window holds
+`W` consecutive arrivals, with `W` the largest number of arrivals in any time
+interval as long as the step (`Arrivals.window`, from a table computed at
+build time), so the per-step cost grows with the number of arrivals per step,
+not with the number of connections or the delays. Should more arrivals than
+`W` fall in one interval, the step's state is made non-finite so that the
+step controller retries it in shorter steps (never a dropped event).
+"""
+
+import bisect
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+
+_SPANS = tuple(1e-9 * 2.0**k for k in range(64))
+
+
+def window_table(times: np.ndarray) -> tuple[int, ...]:
+    """`table[k]`: the largest number of `times` in a closed interval of length
+    `_SPANS[k]` ms (at least 1)."""
+    t = np.sort(np.asarray(times, dtype=float))
+    out = []
+    for h in _SPANS:
+        if t.size == 0:
+            out.append(1)
+            continue
+        hi = np.searchsorted(t, t + h * (1 + 1e-9), side="right")
+        out.append(max(1, int(np.max(hi - np.arange(t.size)))))
+    return tuple(out)
+
+
+class Arrivals(eqx.Module):
+    """The NetCon arrivals at one group, sorted by time.
+
+    **Fields:** `time` (ms, sorted, padded with `+inf`), `entry` (which
+    synapse of the group), `netcon` (which of `weight`), `weight` (one per
+    NetCon, µS: the differentiable parameter), `table` (`window_table`)."""
+
+    time: Float[Array, " m"]
+    entry: Int[Array, " m"]
+    netcon: Int[Array, " m"]
+    weight: Float[Array, " nnetcon"]
+    table: tuple[int, ...] = eqx.field(static=True)
+
+    def window(self, span: float) -> int:
+        """The window size for delivery intervals up to `span` ms long."""
+        k = min(bisect.bisect_left(_SPANS, span), len(_SPANS) - 1)
+        return self.table[k]
+
+    def select(self, t_lo, t_hi, span: float, closed: bool):
+        """The arrivals with `t_lo < time <= t_hi` (`< t_hi` unless `closed`):
+        `(time, entry, weight, mask, overflow)` over a window of `window(span)`
+        arrivals; `overflow` is whether more arrivals lie in the interval."""
+        w = self.window(span)
+        time = jax.lax.stop_gradient(self.time)
+        lo = jnp.searchsorted(time, t_lo, side="right").astype(jnp.int32)
+        hi = jnp.searchsorted(time, t_hi, side="right" if closed else "left")
+        hi = hi.astype(jnp.int32)
+        # The padding keeps `lo + w` in range.
+        lo = jnp.minimum(lo, jnp.int32(time.shape[0] - w))
+        t = jax.lax.dynamic_slice_in_dim(time, lo, w)
+        entry = jax.lax.dynamic_slice_in_dim(self.entry, lo, w)
+        nc = jax.lax.dynamic_slice_in_dim(self.netcon, lo, w)
+        mask = (lo + jnp.arange(w, dtype=jnp.int32)) < hi
+        return t, entry, self.weight[nc], mask, (hi - lo) > w
+
+
+def build_arrivals(times, entries, netcons, weights, dtype) -> Arrivals:
+    """`Arrivals` from per-arrival NumPy `times`, `entries`, `netcons` and the
+    per-NetCon `weights`."""
+    times = np.asarray(times, dtype=float)
+    order = np.argsort(times, kind="stable")
+    table = window_table(times)
+    pad = max(table)
+    t = np.concatenate([times[order], np.full((pad,), np.inf)])
+    e = np.concatenate([np.asarray(entries, np.int32)[order], np.zeros(pad, np.int32)])
+    n = np.concatenate([np.asarray(netcons, np.int32)[order], np.zeros(pad, np.int32)])
+    return Arrivals(
+        time=jnp.asarray(t, dtype),
+        entry=jnp.asarray(e),
+        netcon=jnp.asarray(n),
+        weight=jnp.asarray(np.asarray(weights, dtype=float), dtype),
+        table=table,
+    )

@@ -1,0 +1,187 @@
+"""`build`'s part for events: point processes into one vectorised group per
+kind, NetCons into each synapse group's sorted `Arrivals`, IClamps into
+`StepCurrent`s, and point-process recordings into `(name, group, variable,
+entry)` entries."""
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+from .._errors import InvalidArgument
+from .._stimulus import StepCurrent
+from ._arrivals import build_arrivals
+from ._groups import AlphaSynapseGroup, Exp2SynGroup, ExpSynGroup, SEClampGroup
+from ._netcon import NetCon, spike_times_of
+from ._processes import (
+    AlphaSynapse,
+    Exp2Syn,
+    ExpSyn,
+    IClamp,
+    POINT_PROCESS_KINDS,
+    SEClamp,
+)
+
+
+class PointRecording(eqx.Module):
+    """Record `variable` of `point_process` (the object given to `build`, or
+    its name) under `name`: NEURON's `Vector.record(pp._ref_variable)`. The
+    variables: `ExpSyn` `g`; `Exp2Syn` `A`, `B`, `g`; `AlphaSynapse` `g`
+    (µS); `SEClamp` `i` (nA), `vc` (mV)."""
+
+    name: str
+    point_process: object
+    variable: str
+
+
+_GROUPS = {ExpSyn: ExpSynGroup, Exp2Syn: Exp2SynGroup}
+
+
+def _name(pp, k, counts) -> str:
+    if pp.name is not None:
+        return str(pp.name)
+    kind = type(pp).__name__
+    j = counts.get(kind, 0)
+    counts[kind] = j + 1
+    return f"{kind}[{j}]"
+
+
+def build_events(
+    point_processes: Sequence,
+    netcons: Sequence[NetCon],
+    recordings: Sequence[PointRecording],
+    index_of,
+    dtype,
+):
+    """`(groups, step_currents, recordings)`: the point-process groups (in a
+    fixed kind order), the IClamps as `StepCurrent`s, and each recording as
+    `(name, k, variable, entry)` with `k` the position in `groups`."""
+    pps = list(point_processes)
+    counts: dict = {}
+    names = []
+    for k, pp in enumerate(pps):
+        if type(pp) not in POINT_PROCESS_KINDS.values():
+            raise InvalidArgument(
+                "build",
+                f"point_processes[{k}]",
+                f"must be one of {sorted(POINT_PROCESS_KINDS)}, got {pp!r}",
+            )
+        names.append(_name(pp, k, counts))
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise InvalidArgument(
+            "build", "point_processes", f"duplicate names {sorted(dup)}"
+        )
+
+    by_id = {id(pp): k for k, pp in enumerate(pps)}
+    by_name = {n: k for k, n in enumerate(names)}
+
+    def find(target, where) -> int:
+        if id(target) in by_id:
+            return by_id[id(target)]
+        if isinstance(target, str) and target in by_name:
+            return by_name[target]
+        raise InvalidArgument(
+            "build",
+            where,
+            f"names no point process given to build: {target!r} (names: {names})",
+        )
+
+    # The entry of each point process within its kind's group.
+    by_kind: dict = {}
+    entry_of = {}
+    for k, pp in enumerate(pps):
+        members = by_kind.setdefault(type(pp), [])
+        entry_of[k] = len(members)
+        members.append(k)
+
+    # NetCons → arrivals per target kind.
+    arrivals: dict = {}
+    for j, nc in enumerate(netcons):
+        where = f"netcons[{j}].target"
+        if not isinstance(nc, NetCon):
+            raise InvalidArgument(
+                "build", f"netcons[{j}]", f"must be a NetCon, got {nc!r}"
+            )
+        source, target, delay, weight = nc.source, nc.target, nc.delay, nc.weight
+        k = find(target, where)
+        if type(pps[k]) not in _GROUPS:
+            raise InvalidArgument(
+                "build",
+                where,
+                f"{names[k]!r} is a {type(pps[k]).__name__}, which receives no "
+                "NetCon events (targets: ExpSyn, Exp2Syn)",
+            )
+        t = spike_times_of(source) + float(delay)
+        a = arrivals.setdefault(type(pps[k]), ([], [], [], []))
+        a[0].append(t)
+        a[1].append(np.full(t.shape, entry_of[k], np.int32))
+        a[2].append(np.full(t.shape, len(a[3]), np.int32))
+        a[3].append(weight)
+
+    def params(kind, fields):
+        ks = by_kind[kind]
+        out = {}
+        for f in fields:
+            out[f] = jnp.asarray(
+                np.asarray([float(getattr(pps[k], f)) for k in ks]), dtype
+            )
+        return out, ks
+
+    groups, steps = [], []
+    where_of = {}
+    for kind in (ExpSyn, Exp2Syn, AlphaSynapse, SEClamp):
+        if kind not in by_kind:
+            continue
+        ks = by_kind[kind]
+        index = jnp.asarray([index_of(pps[k].site) for k in ks], jnp.int32)
+        gnames = tuple(names[k] for k in ks)
+        if kind in _GROUPS:
+            arr = None
+            if kind in arrivals and sum(t.size for t in arrivals[kind][0]):
+                t, e, n, w = arrivals[kind]
+                arr = build_arrivals(
+                    np.concatenate(t), np.concatenate(e), np.concatenate(n), w, dtype
+                )
+            fields = ("tau", "e") if kind is ExpSyn else ("tau1", "tau2", "e")
+            p, _ = params(kind, fields)
+            group = _GROUPS[kind](**p, index=index, arrivals=arr, names=gnames)
+        elif kind is AlphaSynapse:
+            p, _ = params(kind, ("onset", "tau", "gmax", "e"))
+            group = AlphaSynapseGroup(**p, index=index, names=gnames)
+        else:
+            p, _ = params(kind, ("rs", "dur1", "dur2", "dur3", "amp1", "amp2", "amp3"))
+            group = SEClampGroup(
+                rs=p["rs"],
+                dur=jnp.stack([p["dur1"], p["dur2"], p["dur3"]]),
+                amp=jnp.stack([p["amp1"], p["amp2"], p["amp3"]]),
+                index=index,
+                names=gnames,
+            )
+        for j, k in enumerate(ks):
+            where_of[k] = (len(groups), j)
+        groups.append(group)
+    for k in by_kind.get(IClamp, []):
+        pp = pps[k]
+        steps.append(StepCurrent(pp.site, pp.amp, pp.delay, pp.dur))
+
+    recs = []
+    for j, r in enumerate(recordings):
+        k = find(r.point_process, f"recordings[{j}].point_process")
+        if k not in where_of:
+            raise InvalidArgument(
+                "build",
+                f"recordings[{j}].variable",
+                f"{names[k]!r} is an IClamp, whose current is not recordable yet",
+            )
+        g, entry = where_of[k]
+        if r.variable not in groups[g].recordable:
+            raise InvalidArgument(
+                "build",
+                f"recordings[{j}].variable",
+                f"{type(pps[k]).__name__} {names[k]!r} has no recordable variable "
+                f"{r.variable!r} (recordable: {list(groups[g].recordable)})",
+            )
+        recs.append((r.name, g, r.variable, entry))
+    return tuple(groups), steps, tuple(recs)

@@ -1,0 +1,328 @@
+"""The vectorised groups of point processes: one `AbstractStateGroup` per kind
+(`point_current = True`: nA into one compartment each), with two hooks the
+event-stepping wrapper (`stable_ode.events._stepping.EventSteps`) calls around
+every step:
+
+- `before_step(t0, t1, t_start, states, span)`: the states a step from `t0`
+  to `t1` starts from (NetCon arrivals at or just before `t0` delivered; a
+  clamp's level and an alpha synapse's conductance at the step's middle);
+- `after_step(t0, t1, v1, states, span)`: the states it ends with (arrivals
+  strictly inside the step delivered, each decayed exactly from its arrival
+  time to `t1`; a clamp's recorded current at the new voltage `v1`).
+
+Time-dependent quantities are held as states that the step keeps constant
+(`Held` kinetics) and the hooks set, so every solver sees them.
+"""
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+from .._group import AbstractStateGroup
+from ..mechanisms import AbstractKinetics, Environment, Relaxation
+from ._arrivals import Arrivals
+
+
+_T_NONE = -1e-30  # "nothing delivered yet": just before t = 0
+
+
+class Held(AbstractKinetics):
+    """A state that a step leaves unchanged (`dx/dt = 0`, no error)."""
+
+    def rhs(self, x):
+        return jnp.zeros_like(x)
+
+    def update(self, x, dt):
+        del dt
+        return x
+
+    def filter(self, r, dt, x, *, quadratic: bool):
+        del r, dt, quadratic
+        return jnp.zeros_like(x)
+
+
+class AbstractPointProcessGroup(AbstractStateGroup):
+    """Point processes of one kind at compartments `index` (see the module
+    docstring). `names` labels each entry; `recordable` lists the variables
+    a recording may name."""
+
+    point_current: ClassVar[bool] = True
+    recordable: ClassVar[tuple[str, ...]]
+
+    index: eqx.AbstractVar[Int[Array, " n"]]
+    names: eqx.AbstractVar[tuple[str, ...]]
+    kind: eqx.AbstractVar[str]
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+    @property
+    def compartments(self):
+        return self.index
+
+    @property
+    def label(self) -> str:
+        return f"point process {self.kind}"
+
+    def environment(self, model) -> Environment:
+        return Environment(
+            celsius=model.celsius,
+            area=model.area[self.index],
+            diam=model.diameter[self.index],
+            length=model.length[self.index],
+        )
+
+    def add_current(self, model, i, v, states):
+        return i.at[self.index].add(self.current(model, v, states))
+
+    def before_step(self, t0, t1, t_start, states, span: float):
+        del t0, t1, t_start, span
+        return states
+
+    def after_step(self, t0, t1, v1, states, span: float):
+        del t0, t1, v1, span
+        return states
+
+    def jump_times(self, dtype) -> Float[Array, " njump"]:
+        """Times (ms, in `dtype`) at which this group's inputs are
+        discontinuous: adaptive steps land on them."""
+        return jnp.zeros((0,), dtype)
+
+
+def _deliver(arrivals: Arrivals | None, states, t_lo, t_hi, t_at, span, closed, jump):
+    """`states` with the arrivals in `(t_lo, t_hi]` (`closed`) or `(t_lo, t_hi)`
+    added by `jump(entry, weight, age)` (a dict of per-arrival increments,
+    `age = t_at - time` ms); non-finite if they overflow the window."""
+    if arrivals is None:
+        return states
+    t, entry, w, mask, overflow = arrivals.select(t_lo, t_hi, span, closed)
+    age = jnp.where(mask, t_at - t, 0.0)
+    incs = jump(entry, w, age)
+    out = dict(states)
+    for k, inc in incs.items():
+        x = states[k].at[entry].add(jnp.where(mask, inc, jnp.zeros_like(inc)))
+        out[k] = jnp.where(overflow, jnp.nan, x)
+    return out
+
+
+class AbstractArrivalGroup(AbstractPointProcessGroup):
+    """Shared by the synapses that receive NetCon events: the `t_delivered`
+    state (ms, the time up to which arrivals are in the states) and the two
+    delivery hooks, in terms of `jump`."""
+
+    arrivals: eqx.AbstractVar[Arrivals | None]
+
+    @abc.abstractmethod
+    def jump(self, entry, w, age) -> dict[str, Array]:
+        """The increments of the states by arrivals at synapses `entry` with
+        weights `w` (µS), decayed over `age` ms since their arrival."""
+
+    def before_step(self, t0, t1, t_start, states, span):
+        del t1
+        arrivals = self.arrivals
+        if arrivals is None:
+            return states
+        t_done = jnp.maximum(states["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
+        out = _deliver(arrivals, states, t_done, t0, t0, span, True, self.jump)
+        out["t_delivered"] = jnp.full_like(states["t_delivered"], t0)
+        return out
+
+    def after_step(self, t0, t1, v1, states, span):
+        del t0, v1
+        arrivals = self.arrivals
+        if arrivals is None:
+            return states
+        t_done = states["t_delivered"][0]
+        out = _deliver(arrivals, states, t_done, t1, t1, span, False, self.jump)
+        out["t_delivered"] = jnp.full_like(
+            states["t_delivered"], jnp.nextafter(t1, -jnp.inf)
+        )
+        return out
+
+    def jump_times(self, dtype):
+        if self.arrivals is None:
+            return jnp.zeros((0,), dtype)
+        t = self.arrivals.time.astype(dtype)
+        return jnp.where(jnp.isfinite(t), t, t[0])
+
+
+class ExpSynGroup(AbstractArrivalGroup):
+    """`ExpSyn`s, vectorised (`tau` ms, `e` mV: shape `(n,)`); state `g` (µS)."""
+
+    recordable: ClassVar[tuple[str, ...]] = ("g",)
+
+    tau: Float[Array, " n"]
+    e: Float[Array, " n"]
+    index: Int[Array, " n"]
+    arrivals: Arrivals | None
+    names: tuple[str, ...] = eqx.field(static=True)
+    kind: str = eqx.field(static=True, default="ExpSyn")
+
+    def jump(self, entry, w, age):
+        return {"g": w * jnp.exp(-age / self.tau[entry])}
+
+    def kinetics(self, model, v, states):
+        del model, v
+        g = states["g"]
+        return {
+            "g": Relaxation(inf=jnp.zeros_like(g), rate=1.0 / self.tau),
+            "t_delivered": Held(),
+        }
+
+    def current(self, model, v, states):
+        del model
+        return states["g"] * (v[self.index] - self.e)
+
+    def init_states(self, model, v):
+        z = jnp.zeros_like(self.tau)
+        return {"g": z, "t_delivered": jnp.full_like(z, _T_NONE)}
+
+
+def _exp2_taus(tau1, tau2):
+    """NEURON's INITIAL block of `exp2syn.mod`: the effective `tau1` and the
+    normalisation `factor`."""
+    r = tau1 / tau2
+    tau1 = jnp.where(r > 0.9999, 0.9999 * tau2, jnp.where(r < 1e-9, tau2 * 1e-9, tau1))
+    tp = (tau1 * tau2) / (tau2 - tau1) * jnp.log(tau2 / tau1)
+    factor = 1.0 / (-jnp.exp(-tp / tau1) + jnp.exp(-tp / tau2))
+    return tau1, factor
+
+
+class Exp2SynGroup(AbstractArrivalGroup):
+    """`Exp2Syn`s, vectorised (`tau1`, `tau2` ms, `e` mV); states `A`, `B`
+    (µS), `g = B - A`."""
+
+    recordable: ClassVar[tuple[str, ...]] = ("A", "B", "g")
+
+    tau1: Float[Array, " n"]
+    tau2: Float[Array, " n"]
+    e: Float[Array, " n"]
+    index: Int[Array, " n"]
+    arrivals: Arrivals | None
+    names: tuple[str, ...] = eqx.field(static=True)
+    kind: str = eqx.field(static=True, default="Exp2Syn")
+
+    def jump(self, entry, w, age):
+        tau1, factor = _exp2_taus(self.tau1, self.tau2)
+        a = w * factor[entry]
+        return {
+            "A": a * jnp.exp(-age / tau1[entry]),
+            "B": a * jnp.exp(-age / self.tau2[entry]),
+        }
+
+    def kinetics(self, model, v, states):
+        del model, v
+        tau1, _ = _exp2_taus(self.tau1, self.tau2)
+        z = jnp.zeros_like(states["A"])
+        return {
+            "A": Relaxation(inf=z, rate=1.0 / tau1),
+            "B": Relaxation(inf=z, rate=1.0 / self.tau2),
+            "t_delivered": Held(),
+        }
+
+    def current(self, model, v, states):
+        del model
+        return (states["B"] - states["A"]) * (v[self.index] - self.e)
+
+    def init_states(self, model, v):
+        z = jnp.zeros_like(self.tau2)
+        return {"A": z, "B": z, "t_delivered": jnp.full_like(z, _T_NONE)}
+
+
+class AlphaSynapseGroup(AbstractPointProcessGroup):
+    """`AlphaSynapse`s, vectorised (`onset`, `tau` ms, `gmax` µS, `e` mV);
+    state `g` (µS), set at the middle of each step."""
+
+    recordable: ClassVar[tuple[str, ...]] = ("g",)
+
+    onset: Float[Array, " n"]
+    tau: Float[Array, " n"]
+    gmax: Float[Array, " n"]
+    e: Float[Array, " n"]
+    index: Int[Array, " n"]
+    names: tuple[str, ...] = eqx.field(static=True)
+    kind: str = eqx.field(static=True, default="AlphaSynapse")
+
+    def conductance(self, t):
+        """`gmax·x·exp(1 - x)`, `x = (t - onset)/tau`, 0 before `onset` (µS)."""
+        x = (t - self.onset) / self.tau
+        on = x > 0
+        xs = jnp.where(on, x, 0.0)
+        return jnp.where(on, self.gmax * xs * jnp.exp(1.0 - xs), 0.0)
+
+    def kinetics(self, model, v, states):
+        del model, v, states
+        return {"g": Held()}
+
+    def current(self, model, v, states):
+        del model
+        return states["g"] * (v[self.index] - self.e)
+
+    def init_states(self, model, v):
+        del model, v
+        return {"g": self.conductance(jnp.zeros_like(self.tau))}
+
+    def before_step(self, t0, t1, t_start, states, span):
+        del t_start, span
+        return {**states, "g": self.conductance(0.5 * (t0 + t1))}
+
+    def jump_times(self, dtype):
+        return self.onset.astype(dtype)
+
+
+class SEClampGroup(AbstractPointProcessGroup):
+    """`SEClamp`s, vectorised (`rs` MΩ; `dur` ms and `amp` mV of shape
+    `(3, n)`); states `vc` (mV), `on` (0 or 1), `i` (nA, injected)."""
+
+    recordable: ClassVar[tuple[str, ...]] = ("i", "vc")
+
+    rs: Float[Array, " n"]
+    dur: Float[Array, "3 n"]
+    amp: Float[Array, "3 n"]
+    index: Int[Array, " n"]
+    names: tuple[str, ...] = eqx.field(static=True)
+    kind: str = eqx.field(static=True, default="SEClamp")
+
+    def level(self, t):
+        """`(vc, on)` at time `t` (ms), as `svclmp.mod`'s `vstim`."""
+        d = jax.lax.stop_gradient(self.dur)
+        e1, e2, e3 = d[0], d[0] + d[1], d[0] + d[1] + d[2]
+        vc = jnp.where(
+            t < e1,
+            self.amp[0],
+            jnp.where(t < e2, self.amp[1], jnp.where(t < e3, self.amp[2], 0.0)),
+        )
+        on = jnp.where(t < e3, 1.0, 0.0).astype(self.rs.dtype)
+        return vc, on
+
+    def kinetics(self, model, v, states):
+        del model, v, states
+        return {"vc": Held(), "on": Held(), "i": Held()}
+
+    def current(self, model, v, states):
+        del model
+        return -states["on"] * (states["vc"] - v[self.index]) / self.rs
+
+    def init_states(self, model, v):
+        del model
+        vc, on = self.level(jnp.zeros_like(self.rs))
+        return {"vc": vc, "on": on, "i": on * (vc - v[self.index]) / self.rs}
+
+    def before_step(self, t0, t1, t_start, states, span):
+        del t_start, span
+        vc, on = self.level(0.5 * (t0 + t1))
+        return {**states, "vc": vc, "on": on}
+
+    def after_step(self, t0, t1, v1, states, span):
+        del t0, t1, span
+        i = states["on"] * (states["vc"] - v1[self.index]) / self.rs
+        return {**states, "i": i}
+
+    def jump_times(self, dtype):
+        d = self.dur.astype(dtype)
+        return jnp.concatenate([d[0], d[0] + d[1], d[0] + d[1] + d[2]])

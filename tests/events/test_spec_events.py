@@ -1,0 +1,167 @@
+"""Model-file keys `point_processes`, `netcons`, `spikes` and point-process
+record entries (`../shared/spec/README.md`, "Point processes and NetCons")."""
+
+import copy
+
+import numpy as np
+import pytest
+
+import stable_ode as so
+
+
+BASE = {
+    "format": "stable_ode.model/1",
+    "t_stop": 6.0,
+    "cells": [
+        {
+            "name": "a",
+            "sections": [{"name": "soma", "length": 20.0, "diameter": 20.0}],
+            "mechanisms": [{"name": "hh"}],
+        }
+    ],
+    "point_processes": [
+        {
+            "name": "syn0",
+            "kind": "Exp2Syn",
+            "cell": "a",
+            "section": "soma",
+            "position": 0.5,
+            "params": {"tau1": 0.5, "tau2": 5.0, "e": 0.0},
+        },
+        {
+            "name": "vc",
+            "kind": "SEClamp",
+            "cell": "a",
+            "section": "soma",
+            "params": {"dur1": 1.0, "amp1": -70.0, "rs": 0.5},
+        },
+        {
+            "name": "ic",
+            "kind": "IClamp",
+            "cell": "a",
+            "section": "soma",
+            "params": {"del": 2.0, "dur": 1.0, "amp": 0.2},
+        },
+    ],
+    "netcons": [
+        {"source": {"spike_times": [1.0, 2.5]}, "target": "syn0", "weight": 0.01},
+        {
+            "source": {
+                "netstim": {
+                    "interval": 1.0,
+                    "number": 3,
+                    "start": 2.0,
+                    "noise": 0.0,
+                    "seed": 1,
+                }
+            },
+            "target": "syn0",
+            "delay": 1.0,
+            "weight": 0.004,
+        },
+    ],
+    "spikes": [],
+    "record": [
+        {"name": "soma", "cell": "a", "section": "soma"},
+        {"name": "vc_i", "point_process": "vc", "variable": "i"},
+        {"name": "g", "point_process": "syn0", "variable": "g"},
+    ],
+    "integration": {"solver": "backward_euler", "dt": 0.025, "dtype": "float64"},
+}
+
+
+def test_file_equals_python():
+    out = so.load_spec(BASE).simulate()
+    site = so.Site("a", "soma", 0.5)
+    syn = so.Exp2Syn(site, tau1=0.5, tau2=5.0, e=0.0, name="syn0")
+    vc = so.SEClamp(site, rs=0.5, dur1=1.0, amp1=-70.0, name="vc")
+    ic = so.IClamp(site, delay=2.0, dur=1.0, amp=0.2, name="ic")
+    ncs = [
+        so.NetCon(so.SpikeTimes([1.0, 2.5]), syn, weight=0.01),
+        so.NetCon(so.NetStim(1.0, 3, 2.0, 0.0, 1), syn, delay=1.0, weight=0.004),
+    ]
+    cell = so.Cell(
+        "a", [so.Section("soma", length=20.0, diameter=20.0)], [so.Insert(so.HH())]
+    )
+    rec = [
+        so.Recording("soma", site),
+        so.PointRecording("vc_i", vc, "i"),
+        so.PointRecording("g", syn, "g"),
+    ]
+    model = so.build([cell], point_processes=[syn, vc, ic], netcons=ncs, recordings=rec)
+    ref = so.simulate(model, 6.0, 0.025)
+    assert np.max(np.asarray(ref.recordings["g"])) > 0.005
+    assert np.max(np.abs(np.asarray(ref.recordings["vc_i"]))) > 1.0
+    for k in ("soma", "vc_i", "g"):
+        np.testing.assert_array_equal(out.recordings[k], ref.recordings[k])
+
+
+def _bad(edit):
+    raw = copy.deepcopy(BASE)
+    edit(raw)
+    return raw
+
+
+@pytest.mark.parametrize(
+    "edit, where, message",
+    [
+        (
+            lambda r: r["netcons"][0].update(target="nope"),
+            r"netcons\[0\]\.target",
+            "unknown point process",
+        ),
+        (lambda r: r["netcons"][0].update(delay=-1.0), r"netcons\[0\]\.delay", ">= 0"),
+        (
+            lambda r: r["netcons"][0].update(
+                source={"cell": "a", "section": "soma"}, threshold=-20.0
+            ),
+            r"netcons\[0\]\.source",
+            "not supported yet",
+        ),
+        (
+            lambda r: r["point_processes"][0].update(kind="VClamp"),
+            r"point_processes\[0\]\.kind",
+            "not supported yet",
+        ),
+        (
+            lambda r: r["point_processes"][0].update(kind="ExpSin"),
+            r"point_processes\[0\]\.kind",
+            "ExpSyn",
+        ),
+        (
+            lambda r: r["point_processes"][0]["params"].update(tau=1.0),
+            r"point_processes\[0\]\.params\.tau",
+            "unknown parameter",
+        ),
+        (
+            lambda r: r["point_processes"][0].update(section="dend"),
+            r"point_processes\[0\]\.section",
+            "unknown section",
+        ),
+        (
+            lambda r: r["point_processes"][0]["params"].update(tau2=-1.0),
+            r"point_processes\[0\]\.params\.tau2",
+            "> 0",
+        ),
+        (
+            lambda r: r["record"][1].update(variable="g"),
+            r"record\[1\]\.variable",
+            "recordable",
+        ),
+        (
+            lambda r: r["spikes"].append(
+                {"name": "a", "cell": "a", "section": "soma", "threshold": -20.0}
+            ),
+            "spikes",
+            "not supported yet",
+        ),
+        (
+            lambda r: r["netcons"][1].update(target="ic"),
+            r"netcons\[1\]\.target",
+            "receives no NetCon",
+        ),
+    ],
+)
+def test_bad_files(edit, where, message):
+    with pytest.raises(so.SpecError, match=f"(?s){where}.*{message}"):
+        so.load_spec(_bad(edit))
