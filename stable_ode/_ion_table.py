@@ -4,8 +4,6 @@
 See `stable_ode.mechanisms._ions` for NEURON's rules this implements.
 """
 
-import math
-
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -14,6 +12,7 @@ from jaxtyping import Array, Float, Int
 from ._errors import InvalidArgument
 from .mechanisms._ions import (
     ion_defaults,
+    ion_value_problems,
     ion_variable,
     IonSpecies,
     IonView,
@@ -85,16 +84,10 @@ def _check_species(name: str, sp) -> IonSpecies:
     where = f"build: ions[{name!r}]"
     if not isinstance(sp, IonSpecies):
         raise ValueError(f"{where}: expected an IonSpecies, got {sp!r}")
-    for key in ("inside", "outside", "reversal"):
-        x = getattr(sp, key)
-        if x is None:
-            continue
-        ok = isinstance(x, (int, float)) and math.isfinite(x)
-        if ok and key != "reversal":
-            ok = x > 0
-        if not ok:
-            what = "a finite number" if key == "reversal" else "a number > 0"
-            raise InvalidArgument(where, key, f"must be {what}, got {x!r}")
+    problems = ion_value_problems(sp)
+    if problems:
+        key, problem = problems[0]
+        raise InvalidArgument(where, key, problem)
     v = sp.valence
     if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v == 0):
         raise InvalidArgument(

@@ -127,6 +127,24 @@ DEFAULT_REVERSAL = {"na": 50.0, "k": -77.0, "ca": 12.5 * math.log(2.0 / 5e-5)}
 no mechanism reads or writes a calcium concentration."""
 
 
+def ion_value_problems(setting) -> list[tuple[str, str]]:
+    """`(field, problem)` for each bad value of an `IonSpecies` or
+    `IonSetting`: concentrations (`inside`, `outside`) must be numbers > 0,
+    `reversal` a finite number (`None`: not set)."""
+    out = []
+    for key in ("inside", "outside", "reversal"):
+        x = getattr(setting, key)
+        if x is None:
+            continue
+        ok = isinstance(x, (int, float)) and math.isfinite(x)
+        if ok and key != "reversal":
+            ok = x > 0
+        if not ok:
+            what = "a finite number" if key == "reversal" else "a number > 0"
+            out.append((key, f"must be {what}, got {x!r}"))
+    return out
+
+
 def ion_defaults(ion: str) -> tuple[float, float, float]:
     """NEURON's default `(inside, outside, reversal)` of `ion` (mM, mM, mV)."""
     return (

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 
 from .._errors import concrete_number, InvalidArgument
+from ..mechanisms._ions import ion_value_problems
 
 
 def _suggest(name: str, choices) -> str:
@@ -41,18 +42,10 @@ def _check_ions(owner, ions, positions, names):
                     f"unknown section {sec!r}{_suggest(sec, names)}: not a "
                     f"section of this cell (sections: {_listing(names)})",
                 )
-        for key in ("inside", "outside", "reversal"):
-            x = getattr(st, key)
-            if x is None:
-                continue
-            ok = isinstance(x, (int, float)) and math.isfinite(x)
-            if ok and key != "reversal":
-                ok = x > 0
-            if not ok:
-                what = "a finite number" if key == "reversal" else "a number > 0"
-                raise InvalidArgument(
-                    owner, f"ions[{m}].{key}", f"must be {what}, got {x!r}"
-                )
+        problems = ion_value_problems(st)
+        if problems:
+            key, problem = problems[0]
+            raise InvalidArgument(owner, f"ions[{m}].{key}", problem)
 
 
 def _first_cycle(sections, positions) -> tuple[int, list[str]] | None:
