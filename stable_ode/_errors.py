@@ -1,5 +1,7 @@
 """`InvalidArgument`: a constructor's `ValueError` that names the argument at fault."""
 
+import math
+
 
 class InvalidArgument(ValueError):
     """A `ValueError` raised when an object is built with a bad argument.
@@ -35,3 +37,17 @@ def concrete_number(x) -> bool:
     import numbers
 
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def check_number(owner: str, argument: str, x, *, gt=None, ge=None) -> None:
+    """A concrete number `x` must be finite and `> gt` / `>= ge`, else an
+    `InvalidArgument` naming `owner` and `argument` (arrays and tracers, e.g.
+    values being trained, are not checked)."""
+    if not concrete_number(x):
+        return
+    if not math.isfinite(x):
+        raise InvalidArgument(owner, argument, f"must be finite, got {x!r}")
+    if gt is not None and not x > gt:
+        raise InvalidArgument(owner, argument, f"must be > {gt}, got {x!r}")
+    if ge is not None and not x >= ge:
+        raise InvalidArgument(owner, argument, f"must be >= {ge}, got {x!r}")

@@ -6,7 +6,6 @@ solvers sample them at the middle of each step (as NEURON does), which is exact
 when the edges lie on the step grid.
 """
 
-import math
 from collections.abc import Sequence
 
 import equinox as eqx
@@ -14,20 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ._errors import concrete_number, InvalidArgument
+from ._errors import check_number, concrete_number, InvalidArgument
 
 
-def _check(owner: str, argument: str, x, *, gt=None, ge=None) -> None:
-    """A concrete number `x` must be finite and `> gt` / `>= ge` (arrays and
-    tracers, e.g. amplitudes being trained, are not checked)."""
-    if not concrete_number(x):
-        return
-    if not math.isfinite(x):
-        raise InvalidArgument(owner, argument, f"must be finite, got {x!r}")
-    if gt is not None and not x > gt:
-        raise InvalidArgument(owner, argument, f"must be > {gt}, got {x!r}")
-    if ge is not None and not x >= ge:
-        raise InvalidArgument(owner, argument, f"must be >= {ge}, got {x!r}")
+_check = check_number
 
 
 class Site(eqx.Module):

@@ -7,23 +7,13 @@ Parameters, units and defaults are NEURON's (`stim.mod`, `expsyn.mod`,
 in nA into the one compartment that contains the site.
 """
 
-import math
-
 import equinox as eqx
 
-from .._errors import concrete_number, InvalidArgument
+from .._errors import check_number, InvalidArgument
 from .._stimulus import Site
 
 
-def _check(owner, argument, x, *, gt=None, ge=None) -> None:
-    if not concrete_number(x):
-        return
-    if not math.isfinite(x):
-        raise InvalidArgument(owner, argument, f"must be finite, got {x!r}")
-    if gt is not None and not x > gt:
-        raise InvalidArgument(owner, argument, f"must be > {gt}, got {x!r}")
-    if ge is not None and not x >= ge:
-        raise InvalidArgument(owner, argument, f"must be >= {ge}, got {x!r}")
+_check = check_number
 
 
 def _check_site(owner, site) -> None:
