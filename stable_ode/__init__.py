@@ -7,6 +7,7 @@ into `diffrax.diffeqsolve` with good defaults.
 
 from . import mechanisms as mechanisms, morphology as morphology
 from ._analysis import spike_times as spike_times
+from ._build import build as build
 from ._math import (
     exp_bound as exp_bound,
     exprel as exprel,
@@ -17,7 +18,6 @@ from ._math import (
     x_over_expm1 as x_over_expm1,
 )
 from ._model import (
-    build as build,
     MechanismGroup as MechanismGroup,
     MembraneModel as MembraneModel,
     Recording as Recording,

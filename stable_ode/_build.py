@@ -1,19 +1,31 @@
-"""What `build` needs besides discretisation: the choice of coupling structure
-for the compartment graph, and the build-time check of every group's shapes."""
+"""`build`: cell descriptions, stimuli, connections and recordings into a
+`MembraneModel` (discretisation, groups, ions, events), with the choice of
+coupling structure for the compartment graph and the build-time check of
+every group's shapes."""
+
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._group import MechanismGroup
+from ._ion_table import build_ions, check_variable
+from ._model import Layout, MembraneModel, Recording
+from ._network import build_connections, cast_params, Connections
+from ._stimulus import build_stimuli, Site, StepCurrent, TraceCurrent
+from .events._build import build_events, PointRecording  # events: point processes
+from .mechanisms._ions import IonSpecies
 from .mechanisms._scheme import kinetics_state_names, map_kinetics
+from .morphology._cell import Cell
 from .morphology._coupling import (
     AbstractCoupling,
     dense_coupling,
     NoCoupling,
     TridiagonalCoupling,
 )
-from .morphology._discretise import path_order
+from .morphology._discretise import compartment_of, discretise, path_order
+from .morphology._geometry import compartment_diameters
 from .morphology._tree import tree_coupling
 
 
@@ -114,3 +126,194 @@ def choose_coupling(n, edges, junctions, dtype) -> AbstractCoupling:
         order=None if identity else jnp.asarray(order, jnp.int32),
         inverse_order=None if identity else jnp.asarray(np.argsort(order), jnp.int32),
     )
+
+
+def build(
+    cells: Sequence[Cell],
+    stimuli: Sequence[StepCurrent | TraceCurrent] = (),
+    recordings: Sequence[Recording] = (),
+    connections: Sequence[Connections] = (),
+    point_processes: Sequence = (),
+    netcons: Sequence = (),
+    *,
+    celsius: float = 6.3,
+    v_init: float = -65.0,
+    dtype=None,
+    ions: dict[str, IonSpecies] | None = None,
+) -> MembraneModel:
+    """Discretise `cells` into a `MembraneModel`.
+
+    **Arguments:**
+
+    - `cells`: `Cell`s (names unique).
+    - `stimuli`: `StepCurrent`s and `TraceCurrent`s.
+    - `recordings`: `Recording`s (membrane potential) and
+      `stable_ode.PointRecording`s (a point process's variable), returned by
+      name by `simulate`.
+    - `connections`: `Connections` (chemical synapses and gap junctions) between
+      compartments of any cells.
+    - `point_processes`: NEURON's point processes at sites
+      (`stable_ode.IClamp`, `ExpSyn`, `Exp2Syn`, `AlphaSynapse`, `SEClamp`).
+    - `netcons`: `stable_ode.NetCon`s from spike times or `NetStim`s into
+      `ExpSyn`s and `Exp2Syn`s (see `docs/events.md`).
+    - `celsius`: temperature, °C (NEURON's `celsius`, default 6.3).
+    - `v_init`: initial membrane potential, mV.
+    - `dtype`: `jnp.float32` or `jnp.float64` (default: JAX's default float).
+    - `ions`: `{name: IonSpecies}`, the model's ion settings (initial
+      concentrations mM, fixed reversal mV, valence); defaults NEURON's (see
+      `stable_ode.mechanisms.UseIon`). Per-section overrides: `Cell(ions=...)`.
+
+    **Returns:** a `MembraneModel`.
+    """
+    if dtype is None:
+        dtype = jnp.zeros(()).dtype
+    dtype = jnp.dtype(dtype)
+    if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise ValueError(
+            "dtype float64 needs 64-bit JAX: call "
+            "`jax.config.update('jax_enable_x64', True)` before building the model"
+        )
+    for name, value in (("celsius", celsius), ("v_init", v_init)):
+        if not np.isfinite(value):
+            raise ValueError(f"build: {name} must be finite, got {value}")
+    cells = list(cells)
+    if not cells:
+        raise ValueError("build needs at least one cell")
+    names = [c.name for c in cells]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ValueError(f"duplicate cell names {sorted(dup)}")
+    by_name = {c.name: c for c in cells}
+
+    infos, area, cap, offsets, edges, junctions = discretise(cells)
+    n = len(infos)
+    diameter, length = np.zeros(n), np.zeros(n)
+    sections = []
+    for cell in cells:
+        for sec in cell.sections:
+            start = offsets[cell.name][sec.name]
+            stop = start + sec.n_compartments
+            diameter[start:stop] = compartment_diameters(sec)
+            length[start:stop] = sec.length / sec.n_compartments
+            sections.append((cell.name, sec, start))
+
+    def index_of(site: Site) -> int:
+        if site.cell not in by_name:
+            raise ValueError(f"unknown cell {site.cell!r} (cells: {names})")
+        cell = by_name[site.cell]
+        try:
+            sec = cell.section(site.section)
+        except KeyError as e:
+            raise ValueError(str(e.args[0])) from None
+        if not (0.0 <= site.position <= 1.0):
+            raise ValueError(f"position must be in [0, 1], got {site.position}")
+        return offsets[cell.name][sec.name] + compartment_of(sec, site.position)
+
+    synapse_groups, gap_edges = build_connections(connections, index_of, n, dtype)
+    # --- events: point processes and NetCons (stable_ode/events) ---
+    point_recs = [r for r in recordings if isinstance(r, PointRecording)]
+    recordings = [r for r in recordings if not isinstance(r, PointRecording)]
+    pp_groups, iclamps, point_recs = build_events(
+        point_processes, netcons, point_recs, index_of, dtype
+    )
+    stimuli = list(stimuli) + iclamps
+    # --- end events ---
+    edges = edges + gap_edges
+    coupling = choose_coupling(n, edges, junctions, dtype)
+
+    # One group per mechanism type (and parameter structure) across all cells.
+    inserted: dict = {}
+    for cell in cells:
+        for ins in cell.mechanisms:
+            secs = (
+                ins.sections
+                if ins.sections is not None
+                else tuple(s.name for s in cell.sections)
+            )
+            idx = [
+                offsets[cell.name][s] + k
+                for s in secs
+                for k in range(cell.section(s).n_compartments)
+            ]
+            where = f"cell {cell.name!r}, mechanism {type(ins.mechanism).__name__}"
+            labels = [
+                f"section {s!r}"
+                for s in secs
+                for _ in range(cell.section(s).n_compartments)
+            ]
+            mech = cast_params(
+                ins.mechanism,
+                len(idx),
+                dtype,
+                where,
+                "compartments",
+                to_jax=False,
+                labels=labels,
+            )
+            key = jax.tree_util.tree_structure(mech)
+            inserted.setdefault(key, []).append(
+                (mech, idx, tuple((cell.name, s) for s in secs))
+            )
+    groups = []
+    for parts in inserted.values():
+        mechs, idxs, secs = zip(*parts)
+        all_idx = [i for idx in idxs for i in idx]
+        if len(set(all_idx)) != len(all_idx):
+            raise ValueError(
+                f"mechanism {type(mechs[0]).__name__} is inserted twice in the same "
+                f"compartment (sections {sorted(set(sum(secs, ())))})"
+            )
+        contiguous = bool(all_idx) and all_idx == list(
+            range(all_idx[0], all_idx[0] + len(all_idx))
+        )
+        groups.append(
+            MechanismGroup(
+                span=(all_idx[0], all_idx[0] + len(all_idx)) if contiguous else None,
+                mechanism=jax.tree_util.tree_map(
+                    lambda *a: (
+                        jnp.asarray(np.concatenate(a))
+                        if isinstance(a[0], np.ndarray)
+                        else a[0]
+                    ),
+                    *mechs,
+                ),
+                index=jnp.asarray(all_idx, jnp.int32),
+                sections=sum(secs, ()),
+            )
+        )
+
+    rec_names = [r.name for r in recordings] + [r[0] for r in point_recs]
+    dup = {r for r in rec_names if rec_names.count(r) > 1}
+    if dup:
+        raise ValueError(f"duplicate recording names {sorted(dup)}")
+    ion_table = build_ions(cells, offsets, groups, ions, n, dtype)
+    variables = tuple(check_variable(r, ion_table) for r in recordings)
+    layout = Layout(
+        compartments=tuple(infos),
+        recordings=tuple((r.name, index_of(r.site)) for r in recordings),
+        sections=tuple(sections),
+        recording_variables=variables if any(x != "v" for x in variables) else (),
+        point_recordings=tuple(  # events: positions in `MembraneModel.groups`
+            (name, len(groups) + len(synapse_groups) + k, var, entry)
+            for name, k, var, entry in point_recs
+        ),
+    )
+    model = MembraneModel(
+        area=jnp.asarray(area, dtype),
+        diameter=jnp.asarray(diameter, dtype),
+        length=jnp.asarray(length, dtype),
+        capacitance=jnp.asarray(cap, dtype),
+        coupling=coupling,
+        mechanisms=tuple(groups),
+        stimuli=build_stimuli(stimuli, index_of, dtype),
+        celsius=jnp.asarray(celsius, dtype),
+        v_init=jnp.full((n,), v_init, dtype),
+        layout=layout,
+        synapses=synapse_groups,
+        ions=ion_table,
+        point_processes=pp_groups,
+    )
+    check_shapes(model)
+    return model

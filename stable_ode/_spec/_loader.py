@@ -14,7 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._model import build, MembraneModel
+from .._build import build
+from .._model import MembraneModel
 from .._network import Connections
 from .._simulate import simulate, Simulation, steps_from
 from .._stepping import AbstractStepping
