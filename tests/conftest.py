@@ -1,4 +1,10 @@
+import os as _os
+import pathlib as _pathlib
+import shutil as _shutil
+import subprocess as _subprocess
+
 import jax
+import pytest as _pytest
 
 
 # As diffrax's test-suite: 64-bit by default, strict promotion so that no silent
@@ -6,3 +12,58 @@ import jax
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+# ---------------------------------------------------------------- NEURON + .mod
+# One nrnivmodl per test session: every .mod file a NEURON comparison needs,
+# compiled together (NEURON cannot load two libraries that define the same
+# mechanism into one process, so the test modules share one). NEURON's files
+# are read from its installed wheel, never copied into the repository.
+
+
+_TESTS = _pathlib.Path(__file__).parent
+_DEMO_FILES = (
+    "khhchan.mod",
+    "nachan.mod",
+    "cachan1.mod",
+    "camchan.mod",
+    "capump.mod",
+    "nacaex.mod",
+)
+_OWN_FILES = (
+    _TESTS / "nmodl" / "mod" / "hhns.mod",
+    _TESTS / "nmodl" / "mod" / "traub.mod",
+    _TESTS / "nmodl" / "mod" / "capool.mod",
+    _TESTS / "data" / "mod" / "capool_ions.mod",
+    _TESTS / "data" / "mod" / "kmarkov.mod",
+)
+
+
+@_pytest.fixture(scope="session")
+def neuron_mechanisms(tmp_path_factory):
+    """NEURON's `h`, with `stdrun.hoc` and every test `.mod` file (NEURON's demo
+    channels from its wheel and the tests' own files) compiled once by
+    `nrnivmodl` into a temporary folder and loaded; skipped, saying why,
+    without NEURON or a C compiler."""
+    _pytest.importorskip("neuron")
+    cc = _shutil.which(_os.environ.get("CC", "cc")) or _shutil.which("gcc")
+    if cc is None or _shutil.which("nrnivmodl") is None:
+        _pytest.skip("no C compiler (or nrnivmodl) to compile .mod files for NEURON")
+    import importlib.util
+
+    from neuron import h
+
+    share = _pathlib.Path(importlib.util.find_spec("neuron").origin).parent
+    demo = share / ".data" / "share" / "nrn" / "demo" / "release"
+    folder = tmp_path_factory.mktemp("neuron_mod")
+    for f in [demo / name for name in _DEMO_FILES] + list(_OWN_FILES):
+        _shutil.copy(f, folder / f.name)
+    proc = _subprocess.run(
+        ["nrnivmodl", "."], cwd=folder, capture_output=True, text=True, check=False
+    )
+    lib = folder / "x86_64" / "libnrnmech.so"
+    if proc.returncode != 0 or not lib.is_file():
+        _pytest.fail(f"nrnivmodl failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    h.nrn_load_dll(str(lib))
+    h.load_file("stdrun.hoc")
+    return h

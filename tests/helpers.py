@@ -117,38 +117,3 @@ def set_key(path, value):
         node[last] = value
 
     return edit
-
-
-def neuron_with_mod_files(folder, files: dict, mechanism: str):
-    """NEURON's `h` with the `.mod` files `files` (name → text or path to copy)
-    compiled by `nrnivmodl` in `folder` (a fresh temporary folder) and loaded,
-    and `stdrun.hoc`; `pytest.skip`s without NEURON or a C compiler, and does
-    nothing but load when `mechanism` is already known (compiled earlier in
-    this process)."""
-    import pathlib
-    import shutil
-    import subprocess
-
-    import pytest
-
-    pytest.importorskip("neuron")
-    if shutil.which("nrnivmodl") is None or (
-        shutil.which("cc") is None and shutil.which("gcc") is None
-    ):
-        pytest.skip("no nrnivmodl or C compiler to compile .mod files")
-    from neuron import h, load_mechanisms
-
-    if not hasattr(h, mechanism):
-        for name, source in files.items():
-            if isinstance(source, pathlib.Path):
-                shutil.copy(source, folder / name)
-            else:
-                (folder / name).write_text(source)
-        out = subprocess.run(
-            ["nrnivmodl", "."], cwd=folder, capture_output=True, text=True, check=False
-        )
-        if out.returncode != 0:
-            pytest.fail(f"nrnivmodl failed:\n{out.stdout}\n{out.stderr}")
-        assert load_mechanisms(os.fspath(folder))
-    h.load_file("stdrun.hoc")
-    return h

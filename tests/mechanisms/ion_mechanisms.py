@@ -1,8 +1,8 @@
 """Hand-written stable_ode equivalents of NEURON's `cachan1.mod` (the calcium
-channel of NEURON's `share/nrn/demo/release`) and of a first-order calcium pool
-(`CAPOOL_MOD` below, the pool that tests compile with NEURON: no simple pool
-ships with NEURON's wheel; its `capmpr.mod` is a kinetic pump, `cabpump.mod` a
-radial diffusion model), for the ion tests."""
+channel of NEURON's `share/nrn/demo/release`) and of a first-order calcium
+pool (`tests/data/mod/capool_ions.mod`, the pool that tests compile with
+NEURON: no simple pool ships with NEURON's wheel; its `capmpr.mod` is a
+kinetic pump, `cabpump.mod` a radial diffusion model), for the ion tests."""
 
 from typing import ClassVar
 
@@ -40,7 +40,7 @@ class CaChan1(so.AbstractMechanism):
 
 
 class CaPool(so.AbstractMechanism):
-    """`CAPOOL_MOD`: `cai' = -1e4·ica·gamma/(2·F·depth) - (cai - cainf)/decay`
+    """`capool_ions.mod`: `cai' = -1e4·ica·gamma/(2·F·depth) - (cai - cainf)/decay`
     (mM/ms; depth µm, decay ms)."""
 
     ions: ClassVar = (so.UseIon("ca", read=("ica",), write=("cai",)),)
@@ -63,30 +63,3 @@ class CaPool(so.AbstractMechanism):
 
     def init_states(self, v, env):
         return {"cai": env.ion("ca").inside}
-
-
-CAPOOL_MOD = """
-NEURON {
-    SUFFIX capool
-    USEION ca READ ica WRITE cai
-    RANGE gamma, decay, depth, cainf
-}
-UNITS {
-    (mA) = (milliamp)
-    FARADAY = (faraday) (coulombs)
-    (um) = (micron)
-    (mM) = (milli/liter)
-}
-PARAMETER {
-    gamma = 0.05
-    decay = 80 (ms)
-    depth = 0.1 (um)
-    cainf = 5e-5 (mM)
-}
-ASSIGNED { ica (mA/cm2) }
-STATE { cai (mM) }
-BREAKPOINT { SOLVE states METHOD cnexp }
-DERIVATIVE states {
-    cai' = -(10000)*(ica*gamma/(2*FARADAY*depth)) - (cai - cainf)/decay
-}
-"""

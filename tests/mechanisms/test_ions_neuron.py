@@ -1,5 +1,5 @@
 """Ions against NEURON running the same mechanisms: NEURON's own `cachan1.mod`
-(from its wheel) and a first-order calcium pool (`ion_mechanisms.CAPOOL_MOD`),
+(from its wheel) and a first-order calcium pool (`tests/data/mod/capool_ions.mod`),
 compiled with `nrnivmodl` into a temporary folder, against their hand-written
 stable_ode equivalents (`ion_mechanisms`), with NEURON's `hh`, a current step,
 dt 0.025 ms, NEURON's `secondorder=0` against our `BackwardEuler`.
@@ -24,8 +24,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from helpers import neuron_with_mod_files
-from ion_mechanisms import CaChan1, CaPool, CAPOOL_MOD
+from ion_mechanisms import CaChan1, CaPool
 
 import stable_ode as so
 
@@ -48,13 +47,10 @@ def _release_dir() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def nrn(tmp_path_factory):
-    """NEURON's `h` with `cachan1` and `capool` compiled and loaded (once per
-    session)."""
-    pytest.importorskip("neuron")
-    files = {"cachan1.mod": _release_dir() / "cachan1.mod", "capool.mod": CAPOOL_MOD}
-    folder = tmp_path_factory.mktemp("ions_mod")
-    return neuron_with_mod_files(folder, files, "cachan1")
+def nrn(neuron_mechanisms):
+    """NEURON's `h` with `cachan1` and `capool_ions` (the suite's one compiled
+    set, `tests/conftest.py`)."""
+    return neuron_mechanisms
 
 
 def _cell(n: int, pool: bool, imax: float):
@@ -86,7 +82,7 @@ def _neuron(h, n, pool, imax, amp, dt=DT):
     sec.insert("hh")
     sec.insert("cachan1")
     if pool:
-        sec.insert("capool")
+        sec.insert("capool_ions")
     for seg in sec:
         seg.cachan1.imax = imax
     h.usetable_cachan1 = 0  # compute the rates exactly, as ours

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import finite_difference_grad, neuron_with_mod_files
+from helpers import finite_difference_grad
 
 import stable_ode as so
 
@@ -27,7 +27,7 @@ def _rates(v):
 
 class KMarkov(so.AbstractMechanism):
     """A three-state K channel, `c1 ⇄ c2 ⇄ o`, `ik = gbar·o·(v - ek)`: the
-    scheme of `KMARKOV_MOD`."""
+    scheme of `tests/data/mod/kmarkov.mod`."""
 
     ions: ClassVar = (so.UseIon("k", read=("ek",), write=("ik",)),)
     gbar: float = 0.036
@@ -42,34 +42,7 @@ class KMarkov(so.AbstractMechanism):
         return {"k": self.gbar * states["o"] * (v - env.ion("k").reversal)}
 
 
-KMARKOV_MOD = """
-NEURON {
-    SUFFIX kmarkov
-    USEION k READ ek WRITE ik
-    RANGE gbar
-}
-UNITS { (mA) = (milliamp) (mV) = (millivolt) }
-PARAMETER { gbar = 0.036 (S/cm2) }
-ASSIGNED { v (mV) ek (mV) ik (mA/cm2) a1 (/ms) b1 (/ms) a2 (/ms) b2 (/ms) }
-STATE { c1 c2 o }
-BREAKPOINT {
-    SOLVE kin METHOD sparse
-    ik = gbar*o*(v - ek)
-}
-INITIAL { SOLVE kin STEADYSTATE sparse }
-KINETIC kin {
-    rates(v)
-    ~ c1 <-> c2 (a1, b1)
-    ~ c2 <-> o (a2, b2)
-    CONSERVE c1 + c2 + o = 1
-}
-PROCEDURE rates(v (mV)) {
-    a1 = 0.1*exp((v + 40)/20)
-    b1 = 0.1*exp(-(v + 40)/20)
-    a2 = 0.2*exp((v + 30)/15)
-    b2 = 0.05*exp(-(v + 30)/25)
-}
-"""
+# NEURON runs the same scheme from tests/data/mod/kmarkov.mod (SUFFIX kmarkov).
 
 
 def test_two_state_update_is_implicit_euler_and_steady_state_exact():
@@ -149,10 +122,9 @@ def test_gradient_of_scheme_conductance_matches_finite_differences():
 
 
 @pytest.fixture(scope="module")
-def nrn(tmp_path_factory):
-    """NEURON's `h` with `KMARKOV_MOD` compiled and loaded."""
-    folder = tmp_path_factory.mktemp("kmarkov_mod")
-    return neuron_with_mod_files(folder, {"kmarkov.mod": KMARKOV_MOD}, "kmarkov")
+def nrn(neuron_mechanisms):
+    """NEURON's `h` with `kmarkov` (the suite's one compiled set)."""
+    return neuron_mechanisms
 
 
 def test_markov_channel_matches_neurons_kinetic_block(nrn):

@@ -2,11 +2,7 @@
 installed wheel, never copied here), this folder's own small `.mod` files, and
 NEURON compiling them once per session."""
 
-import os
 import pathlib
-import shutil
-import subprocess
-import tempfile
 
 import pytest
 
@@ -37,20 +33,7 @@ COMPILED = [
 
 
 @pytest.fixture(scope="session")
-def nrn_compiled():
-    """NEURON with `COMPILED` loaded (nrnivmodl into a temporary folder)."""
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if cc is None or shutil.which("nrnivmodl") is None:
-        pytest.skip("no C compiler (or nrnivmodl) to compile .mod files for NEURON")
-    from neuron import h
-
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="nmodl_nrn_"))
-    for f in COMPILED:
-        shutil.copy(f, tmp / f.name)
-    proc = subprocess.run(["nrnivmodl", "."], cwd=tmp, capture_output=True, text=True)
-    lib = tmp / "x86_64" / "libnrnmech.so"
-    if proc.returncode != 0 or not lib.is_file():
-        pytest.fail(f"nrnivmodl failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    h.nrn_load_dll(str(lib))
-    yield h
-    shutil.rmtree(tmp, ignore_errors=True)
+def nrn_compiled(neuron_mechanisms):
+    """NEURON with `COMPILED` loaded: the suite's one compiled set
+    (`tests/conftest.py`), which holds them all."""
+    return neuron_mechanisms
