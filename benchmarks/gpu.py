@@ -291,7 +291,7 @@ def _case_jaxley(spec: Spec):
         # Jaxley starts the synapse state at 0.2; set it to ours (the steady state
         # at v_init, the same in a 2-cell network).
         ours = build_network(2, 1, _dtype(spec.dtype))
-        s_init = float(ours.init_state().synapses[0]["s"][0])
+        s_init = float(ours.init_state().groups[len(ours.mechanisms)]["s"][0])
         net = build_network_jaxley(spec.cells, spec.syn_per_cell, spec.t_max, s_init)
 
         def run(p):

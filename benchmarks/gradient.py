@@ -182,7 +182,7 @@ def _network_jaxley(t_max: float, adjoint_name: str):
     from .network import build_jaxley, build_ours, N_CELLS, N_SYN
 
     model = build_ours(N_CELLS, N_SYN, jnp.float64)
-    s_init = float(model.init_state().synapses[0]["s"][0])
+    s_init = float(model.init_state().groups[len(model.mechanisms)]["s"][0])
     net = build_jaxley(s_init, N_CELLS, N_SYN, t_max)
     net.IonotropicSynapse.make_trainable("IonotropicSynapse_gS", verbose=False)
     net.make_trainable("HH_gNa", verbose=False)

@@ -149,7 +149,7 @@ def run(
     if have_jaxley():
         import jaxley as jx
 
-        s_init = float(model.init_state().synapses[0]["s"][0])
+        s_init = float(model.init_state().groups[len(model.mechanisms)]["s"][0])
         net = build_jaxley(s_init, n_cells, n_syn, t_max)
 
         @jax.jit
