@@ -50,23 +50,7 @@ def _random_swc(rng: np.random.Generator) -> str:
 @pytest.mark.neuron
 def test_random_trees_as_neuron(tmp_path):
     """Random small SWC trees (seeded) read as NEURON reads them."""
-    from neuron import h
-
-    h.load_file("stdlib.hoc")
-    h.load_file("import3d.hoc")
-    rng = np.random.default_rng(20261201)
-    for k in range(40):
-        path = tmp_path / f"random{k}.swc"
-        path.write_text(_random_swc(rng))
-        ref = _neuron_read(h, path)
-        mine = read_morphology(path)
-        assert sorted(s.name for s in mine) == sorted(ref), path.read_text()
-        for sec in mine:
-            r = ref[sec.name]
-            assert sec.parent == r["parent"], (k, sec.name)
-            if sec.parent is not None:
-                assert sec.parent_position == r["x"], (k, sec.name)
-            assert np.array_equal(sec.neuron_points.astype(np.float64), r["points"])
+    _compare_random(tmp_path, _random_swc, np.random.default_rng(20261201), 40, "swc")
 
 
 def _random_asc(rng: np.random.Generator) -> str:
@@ -146,14 +130,19 @@ def _random_asc(rng: np.random.Generator) -> str:
 @pytest.mark.neuron
 def test_random_asc_as_neuron(tmp_path):
     """Random small Neurolucida files (seeded) read as NEURON reads them."""
+    _compare_random(tmp_path, _random_asc, np.random.default_rng(1201), 12, "asc")
+
+
+def _compare_random(tmp_path, make, rng, n: int, suffix: str):
+    """`n` files from `make(rng)`, each read by NEURON's Import3d and by
+    `read_morphology`: the same sections, parents, positions and points."""
     from neuron import h
 
     h.load_file("stdlib.hoc")
     h.load_file("import3d.hoc")
-    rng = np.random.default_rng(1201)
-    for k in range(12):
-        path = tmp_path / f"random{k}.asc"
-        path.write_text(_random_asc(rng))
+    for k in range(n):
+        path = tmp_path / f"random{k}.{suffix}"
+        path.write_text(make(rng))
         ref = _neuron_read(h, path)
         mine = read_morphology(path)
         assert sorted(s.name for s in mine) == sorted(ref), path.read_text()
