@@ -24,6 +24,7 @@ from ._cell_checks import (
     _listing,
     _positive,
     _suggest,
+    check_section_names,
 )
 
 
@@ -372,14 +373,9 @@ class Cell(eqx.Module):
         if pinched is not None:
             raise InvalidArgument(owner, f"sections[{pinched[0]}].parent", pinched[1])
         for m, ins in enumerate(self.mechanisms):
-            for k, sec in enumerate(ins.sections or ()):
-                if sec not in positions:
-                    raise InvalidArgument(
-                        owner,
-                        f"mechanisms[{m}].sections[{k}]",
-                        f"unknown section {sec!r}{_suggest(sec, names)}: not a "
-                        f"section of this cell (sections: {_listing(names)})",
-                    )
+            check_section_names(
+                owner, f"mechanisms[{m}]", ins.sections, positions, names
+            )
         _check_ions(owner, self.ions, positions, names)
         _positive(owner, "axial_resistivity", self.axial_resistivity)
         _positive(owner, "capacitance", self.capacitance)

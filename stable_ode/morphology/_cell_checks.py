@@ -34,14 +34,7 @@ def _check_ions(owner, ions, positions, names):
             raise InvalidArgument(
                 owner, f"ions[{m}]", f"expected an IonSetting, got {st!r}"
             )
-        for k, sec in enumerate(st.sections or ()):
-            if sec not in positions:
-                raise InvalidArgument(
-                    owner,
-                    f"ions[{m}].sections[{k}]",
-                    f"unknown section {sec!r}{_suggest(sec, names)}: not a "
-                    f"section of this cell (sections: {_listing(names)})",
-                )
+        check_section_names(owner, f"ions[{m}]", st.sections, positions, names)
         problems = ion_value_problems(st)
         if problems:
             key, problem = problems[0]
@@ -74,3 +67,16 @@ def _first_cycle(sections, positions) -> tuple[int, list[str]] | None:
         i = positions[sections[i].parent]
     chain.append(sections[first].name)
     return first, chain
+
+
+def check_section_names(owner, where: str, sections, positions, names) -> None:
+    """Every entry of `sections` (`None`: all) names a section of the cell,
+    else an `InvalidArgument` at `{where}.sections[k]` suggesting the closest."""
+    for k, sec in enumerate(sections or ()):
+        if sec not in positions:
+            raise InvalidArgument(
+                owner,
+                f"{where}.sections[{k}]",
+                f"unknown section {sec!r}{_suggest(sec, names)}: not a "
+                f"section of this cell (sections: {_listing(names)})",
+            )
