@@ -93,6 +93,25 @@ def fixed_tables(rows: list[dict]) -> list[str]:
     return out
 
 
+def compile_table(rows: list[dict]) -> list[str]:
+    """Build, trace and compile time of networks by size (`network_compile`)."""
+    these = [r for r in rows if r["benchmark"] == "network_compile"]
+    if not these:
+        return []
+    out = ["## Network build and compile time by size (every cell recorded)", "",
+           "Seconds; × = over the smallest network's (flat: compile time does not "
+           "grow with cells, synapses or recordings).", "",
+           "| cells | synapses | recordings | dtype | build s | trace s | compile s "
+           "| compile × |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    out += [
+        f"| {r['cells']} | {r['synapses']} | {r['recordings']} | {r['dtype']} | "
+        f"{r['build_s']:.2f} | {r['trace_s']:.2f} | {r['compile_s']:.2f} | "
+        f"{r['compile_ratio']:.2f} |"
+        for r in these
+    ]
+    return out + [""]
+
+
 def adaptive_table(rows: list[dict]) -> list[str]:
     """Adaptive steps at one tolerance: ours, diffrax's, NEURON's CVODE."""
     adaptive = [r for r in rows if r["benchmark"] == "forward_adaptive"]
@@ -266,6 +285,7 @@ def summary(rows: list[dict]) -> list[str]:
     """Markdown lines: every comparison's table, then float32 against float64."""
     return (
         fixed_tables(rows)
+        + compile_table(rows)
         + adaptive_table(rows)
         + work_precision_table(rows)
         + gradient_tables(rows)

@@ -143,7 +143,10 @@ def run(
     @jax.jit
     def ours(m):
         sim = so.simulate(m, t_max, DT, solver=so.BackwardEuler())
-        return jnp.stack([sim.recordings[n] for n in names])
+        # one saved array, recordings × samples (slicing each named recording
+        # out inside the jit would add one kernel per recording)
+        assert sim.recordings.names == tuple(names)
+        return sim.recordings.saved.T
 
     jaxley = None
     if have_jaxley():
@@ -177,6 +180,56 @@ def build_time(n_cells: int = 1000, n_syn: int = 10000, repeats: int = 3) -> flo
     return float(np.median(times))
 
 
+def compile_time(n_cells: int, n_syn: int, dtype_name: str, t_max: float) -> dict:
+    """Build and compile (no run) `simulate` of `n_cells` point neurons with
+    `n_syn` synapses and a named recording of every cell, `t_max` ms: seconds for
+    the Python build, the trace (`jax.jit(...).lower`) and XLA's compile."""
+    import jax
+
+    import stable_ode as so
+
+    start = time.perf_counter()
+    model = build_ours(n_cells, n_syn, _dtype(dtype_name))
+    built = time.perf_counter()
+
+    def ours(m):
+        return so.simulate(m, t_max, DT, solver=so.BackwardEuler()).recordings
+
+    lowered = jax.jit(ours).lower(model)
+    traced = time.perf_counter()
+    lowered.compile()
+    done = time.perf_counter()
+    return dict(
+        cells=n_cells, synapses=n_syn, recordings=n_cells, t_max=t_max,
+        dtype=dtype_name, build_s=built - start, trace_s=traced - built,
+        compile_s=done - traced,
+    )  # fmt: skip
+
+
+def compile_rows(dtype_name: str, small: int = 10, large: int = 1000) -> list[dict]:
+    """`compile_time` of the `small`- and `large`-cell networks (10 synapses per
+    cell, 20 ms), each with the large one's times over the small one's: compile
+    time should not grow with the number of cells, synapses or recordings."""
+    rows = [compile_time(n, 10 * n, dtype_name, 20.0) for n in (small, large)]
+    for row in rows:
+        for key in ("build_s", "trace_s", "compile_s"):
+            row[key.replace("_s", "_ratio")] = row[key] / rows[0][key]
+    return rows
+
+
+def print_compile(rows: list[dict]) -> None:
+    print("| cells | synapses | recordings | dtype | build / trace / compile "
+          "(× the smallest) |")  # fmt: skip
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['cells']} | {r['synapses']} | {r['recordings']} | {r['dtype']} | "
+            f"{r['build_ratio']:.2f} / {r['trace_ratio']:.2f} / "
+            f"{r['compile_ratio']:.2f} |",
+            flush=True,
+        )
+
+
 def run_dtype(dtype_name: str, mode: str) -> None:
     import jax
 
@@ -197,6 +250,11 @@ def run_dtype(dtype_name: str, mode: str) -> None:
     print_rows([row])
     print(f"(spikes in our run: {row['spikes']})", flush=True)
     emit("network", [row])
+    # build + compile of 10 and 1,000 cells, every cell recorded (also in the
+    # smoke run: the guard against compile time growing with the model)
+    compiled = compile_rows(dtype_name)
+    print_compile(compiled)
+    emit("network_compile", compiled)
     if mode == "smoke":
         return
     print(

@@ -3,6 +3,7 @@
 coupling structure for the compartment graph and the build-time check of
 every group's shapes."""
 
+from collections import Counter
 from collections.abc import Sequence
 
 import jax
@@ -85,6 +86,11 @@ def check_shapes(model):
         for name, leaf in rhs.items():
             check(f"the kinetics of state {name!r} (its rhs)", leaf)
         check("current()", i)
+
+
+def _duplicates(names) -> list:
+    """The names that occur more than once in `names`, sorted."""
+    return sorted(name for name, k in Counter(names).items() if k > 1)
 
 
 def _has_cycle(n: int, edges) -> bool:
@@ -182,9 +188,9 @@ def build(
     if not cells:
         raise ValueError("build needs at least one cell")
     names = [c.name for c in cells]
-    dup = {n for n in names if names.count(n) > 1}
+    dup = _duplicates(names)
     if dup:
-        raise ValueError(f"duplicate cell names {sorted(dup)}")
+        raise ValueError(f"duplicate cell names {dup}")
     by_name = {c.name: c for c in cells}
 
     infos, area, cap, offsets, edges, junctions = discretise(cells)
@@ -285,9 +291,9 @@ def build(
         )
 
     rec_names = [r.name for r in recordings] + [r[0] for r in point_recs]
-    dup = {r for r in rec_names if rec_names.count(r) > 1}
+    dup = _duplicates(rec_names)
     if dup:
-        raise ValueError(f"duplicate recording names {sorted(dup)}")
+        raise ValueError(f"duplicate recording names {dup}")
     ion_table = build_ions(cells, offsets, groups, ions, n, dtype)
     variables = tuple(check_variable(r, ion_table) for r in recordings)
     layout = Layout(

@@ -8,6 +8,7 @@ from jaxtyping import Array, Bool, Float
 from ._adjoint import Checkpointing
 from ._controller import SafeStepTo
 from ._model import MembraneModel, State
+from ._recordings import Recordings
 from ._results import RESULTS
 from ._solver import BackwardEuler
 from ._stepping import AbstractStepping, AdaptiveSteps, FixedSteps
@@ -22,8 +23,10 @@ class Simulation(eqx.Module):
     **Fields:**
 
     - `ts`: save times, ms.
-    - `recordings`: dict from recording name to membrane potential (mV) at `ts`;
-      `{"v": all compartments}` if the model names no recordings.
+    - `recordings`: recording name → samples at `ts` (membrane potential, mV, or
+      the recorded variable), a read-only mapping (`stable_ode._recordings.
+      Recordings`: `sim.recordings["soma"]`, `.items()`, `dict(...)`) that holds
+      one array; `"v"` → all compartments if the model names no recordings.
     - `stats`: dict of arrays: `num_steps`, `num_accepted`, `num_rejected` (all
       reasons), `num_nonfinite_rejected` (steps rejected because their state or
       error estimate held a NaN or ±inf; integers); `min_dt`, the smallest
@@ -44,7 +47,7 @@ class Simulation(eqx.Module):
     """
 
     ts: Float[Array, " nsave"]
-    recordings: dict[str, Float[Array, "nsave ..."]]
+    recordings: Recordings
     stats: dict[str, Array]
     result: RESULTS
     solution: dfx.Solution | None
@@ -89,8 +92,8 @@ def _solve_counted(stepping, model, y0, times, solver, adjoint, limits, recorder
         model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
     )
     if throw:
-        recordings = raise_if_failed(out.recordings, out.result, out.stats["t_fail"])
-        out = eqx.tree_at(lambda o: o.recordings, out, recordings)
+        saved = raise_if_failed(out.saved, out.result, out.stats["t_fail"])
+        out = eqx.tree_at(lambda o: o.saved, out, saved)
     return out
 
 
@@ -180,15 +183,16 @@ def simulate(
     y0 = model.init_state() if y0 is None else y0
     max_steps = stepping.max_steps(t0, t1) if max_steps is None else int(max_steps)
     limits = (max_steps, bool(throw), progress_meter)
+    recorder = Recorder.of(model)
     with reraise_short():
-        out = _solve(
-            stepping, model, y0, times, solver, adjoint, limits, Recorder.of(model)
-        )
+        out = _solve(stepping, model, y0, times, solver, adjoint, limits, recorder)
         if throw and not traced((model, y0)):
             out = jax.block_until_ready(out)
     return Simulation(
         ts=out.ts,
-        recordings=out.recordings,
+        # Named outside the compiled solve: it keeps one saved array, whatever the
+        # number of recordings.
+        recordings=recorder.split(out.saved),
         stats=out.stats,
         result=out.result,
         solution=out.solution,

@@ -11,6 +11,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._model import MembraneModel, State
+from .._recordings import Recordings
 from .._results import RESULTS
 from ..mechanisms._ions import ion_variable
 
@@ -57,44 +58,70 @@ class Recorder(eqx.Module):
         if not self.points:
             return cols
         # events: point-process variables after the others
-        return jnp.concatenate([cols, jnp.stack([_point(y, p) for p in self.points])])
+        return jnp.concatenate([cols, _points(y, self.points)])
 
     def _variables(self, model: MembraneModel, y):
-        """The recorded variables at state `y` of `model` (the solve's `args`)."""
+        """The recorded variables at state `y` of `model` (the solve's `args`): one
+        gather per distinct variable, then one to put them in recording order."""
         if not isinstance(model, MembraneModel):
             raise ValueError(
                 "recording ion variables needs the model as the solve's args"
             )
         names = [ion.name for ion in model.ions]
-        need_current = any(
-            (ion_variable(var, names) or ("", ""))[0] == "current"
-            for var in self.variables
-        )
+        kinds = {var: ion_variable(var, names) for var in set(self.variables)}
+        need_current = any(k is not None and k[0] == "current" for k in kinds.values())
         views = model.ion_views(y.v, y.groups, currents=need_current)
-        cols = []
-        for var, i in zip(self.variables, self.index):
+
+        def values(var):
             if var == "v":
-                cols.append(y.v[i])
-            else:
-                kind, ion = ion_variable(var, names)
-                cols.append(getattr(views[ion], kind)[i])
-        return jnp.stack(cols)
+                return y.v
+            kind, ion = kinds[var]
+            return getattr(views[ion], kind)
 
-    def split(self, saved: Float[Array, "nsave nrec"]) -> dict:
-        """The saved array as `{name: samples}` (`{"v": saved}` for all)."""
-        if self.names is None:
-            return {"v": saved}
-        return {name: saved[:, j] for j, name in enumerate(self.names)}
+        return _gather_by(self.variables, self.index, values)
+
+    def split(self, saved: Float[Array, "nsave nrec"]) -> Recordings:
+        """The saved array as a `Recordings` mapping, name → samples (`"v"` →
+        `saved` for all compartments): the names are attached outside the
+        compiled solve, and a column is sliced only when it is looked up."""
+        return Recordings(saved, self.names)
+
+    def zeros(self, n_save: int, n_compartments: int, dtype) -> Array:
+        """Zeros shaped like the saved array of `n_save` samples."""
+        n = n_compartments if self.names is None else len(self.names)
+        return jnp.zeros((n_save, n), dtype)
 
 
-def _point(y, point):
-    """A point-process variable of state `y` (events): a state, or `Exp2Syn`'s
-    `g = B - A`."""
-    g, var, entry = point
-    states = y.groups[g]
-    if var == "g" and "g" not in states:
-        return states["B"][entry] - states["A"][entry]
-    return states[var][entry]
+def _gather_by(keys, index, values):
+    """`stack([values(keys[j])[index[j]] for j])`, as one gather per distinct key
+    and one permutation (not one gather per entry: the number of operations, and
+    so compile time, would grow with the number of recordings)."""
+    order = sorted(set(keys), key=keys.index)
+    parts, positions = [], []
+    for key in order:
+        js = [j for j, k in enumerate(keys) if k == key]
+        parts.append(values(key)[np.asarray([index[j] for j in js], np.int32)])
+        positions.extend(js)
+    cols = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+    if positions == list(range(len(keys))):
+        return cols
+    return cols[np.argsort(np.asarray(positions, np.int32)).astype(np.int32)]
+
+
+def _points(y, points):
+    """The point-process variables `points` (`(group, variable, entry)`) of state
+    `y`, in order (events), one gather per group and variable."""
+    keys = [(g, var) for g, var, _ in points]
+    entries = [entry for _, _, entry in points]
+
+    def values(key):
+        g, var = key
+        states = y.groups[g]
+        if var == "g" and "g" not in states:  # Exp2Syn's `g = B - A`
+            return states["B"] - states["A"]
+        return states[var]
+
+    return _gather_by(keys, entries, values)
 
 
 class Outcome(eqx.Module):
@@ -102,7 +129,7 @@ class Outcome(eqx.Module):
     from it."""
 
     ts: Float[Array, " nsave"]
-    recordings: dict[str, Array]
+    saved: Float[Array, "nsave nrec"]  # `Recorder.split` names its columns
     stats: dict[str, Array]
     result: RESULTS
     final_state: State

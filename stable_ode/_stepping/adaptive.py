@@ -203,7 +203,7 @@ class AdaptiveSteps(AbstractStepping):
         held = jnp.where(_bcast(valid, v[:-1]), v[:-1], v[i_end][None])
         stats, result = solution_stats(sol, t_end)
         final = jax.tree_util.tree_map(lambda x: x[0], final)
-        return Outcome(ts, recorder.split(held), stats, result, final, sol)
+        return Outcome(ts, held, stats, result, final, sol)
 
 
 def _bcast(mask, like):

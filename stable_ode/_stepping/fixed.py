@@ -149,16 +149,12 @@ class FixedSteps(AbstractStepping):
             self.safe_gradient and not _reverse_only(adjoint)
         )
         if safe_only or max_steps < n:
-            sol, recordings, final, t_end = _safe_solve((model, y0), cfg)
+            sol, saved, final, t_end = _safe_solve((model, y0), cfg)
             stats, result = solution_stats(sol, t_end)
-            return Outcome(
-                times[:: self.save_every], recordings, stats, result, final, sol
-            )
+            return Outcome(times[:: self.save_every], saved, stats, result, final, sol)
         run = _plain_first_safe_vjp if self.safe_gradient else _plain_first
-        recordings, final, stats, result = run((model, y0), cfg)
-        return Outcome(
-            times[:: self.save_every], recordings, stats, result, final, None
-        )
+        saved, final, stats, result = run((model, y0), cfg)
+        return Outcome(times[:: self.save_every], saved, stats, result, final, None)
 
 
 class _Fixed(eqx.Module):
@@ -209,8 +205,8 @@ def _grid_solve(model, y0, cfg: _Fixed, solver, controller, max_steps):
 
 
 def _safe_solve(model_y0, cfg: _Fixed):
-    """The safe fixed-step solve (`SafeStepTo`): `(solution, recordings, final
-    state, t_end)`."""
+    """The safe fixed-step solve (`SafeStepTo`): `(solution, saved, final state,
+    t_end)`, `saved` the recorder's samples at the save times."""
     model, y0 = model_y0
     grid, every = cfg.grid, cfg.every
     n = grid.shape[0] - 1
@@ -235,20 +231,20 @@ def _safe_solve(model_y0, cfg: _Fixed):
     idx = jax.lax.cond(eqxi.unvmap_any(retried), search, lambda: plain)
     t_end = ts[jnp.sum(jnp.isfinite(ts)) - 1]
     final = jax.tree_util.tree_map(lambda x: x[0], final)
-    return sol, cfg.recorder.split(saved[idx]), final, t_end
+    return sol, saved[idx], final, t_end
 
 
 def _safe(model_y0, cfg: _Fixed):
-    """`_safe_solve` as `(recordings, final, stats, result)`, fixed stats dtypes."""
-    sol, recordings, final, t_end = _safe_solve(model_y0, cfg)
+    """`_safe_solve` as `(saved, final, stats, result)`, fixed stats dtypes."""
+    sol, saved, final, t_end = _safe_solve(model_y0, cfg)
     stats, result = solution_stats(sol, t_end)
-    return recordings, final, fixed_types(stats, cfg.grid.dtype), result
+    return saved, final, fixed_types(stats, cfg.grid.dtype), result
 
 
 def _plain_first(model_y0, cfg: _Fixed, differentiated: bool = True):
     """Fixed steps run first with `diffrax.StepTo` (no per-step finiteness test or
     retry bookkeeping); if anything in that run is non-finite, the safe solve
-    instead. Returns `(recordings, final, stats, result)`.
+    instead. Returns `(saved, final, stats, result)`.
 
     `differentiated=False` (the value of `_plain_first_safe_vjp`, which no
     derivative goes through) runs the first solve without the `NonFiniteGuard`: the
@@ -270,35 +266,34 @@ def _plain_first(model_y0, cfg: _Fixed, differentiated: bool = True):
     ok = tree_all_finite(final) & (fast.result == dfx.RESULTS.successful)
     dtype = grid.dtype
 
-    def take_fast():
-        stats = make_stats(
-            num_steps=fast.stats["num_steps"],
-            num_accepted=fast.stats["num_accepted_steps"],
-            num_rejected=fast.stats["num_rejected_steps"],
-            num_nonfinite_rejected=0,
-            min_dt=jnp.min(grid[1:] - grid[:-1]),
-            t_fail=jnp.inf,
-        )
-        recordings = cfg.recorder.split(saved[:: cfg.every])
-        return (
-            recordings,
-            final,
-            fixed_types(stats, dtype),
-            RESULTS.promote(fast.result),
-        )
-
+    stats = make_stats(
+        num_steps=fast.stats["num_steps"],
+        num_accepted=fast.stats["num_accepted_steps"],
+        num_rejected=fast.stats["num_rejected_steps"],
+        num_nonfinite_rejected=0,
+        min_dt=jnp.min(grid[1:] - grid[:-1]),
+        t_fail=jnp.inf,
+    )
+    plain = (
+        saved[:: cfg.every],
+        final,
+        fixed_types(stats, dtype),
+        RESULTS.promote(fast.result),
+    )
     # `unvmap_all`: under `vmap` a real branch; one non-finite member sends the
     # whole batch down the safe path (each member's result is its own either way).
-    return jax.lax.cond(eqxi.unvmap_all(ok), take_fast, lambda: _safe(model_y0, cfg))
+    return jax.lax.cond(
+        eqxi.unvmap_all(ok), lambda: plain, lambda: _safe(model_y0, cfg)
+    )
 
 
 def _safe_parts(dynamic, static, cfg):
-    """`_safe` as `((recordings, final), (stats, result))`, for `jax.vjp(...,
-    has_aux=True)`: only the recordings and the final state carry a gradient. The
+    """`_safe` as `((saved, final), (stats, result))`, for `jax.vjp(...,
+    has_aux=True)`: only the saved samples and the final state carry a gradient. The
     statistics are step control (grid times, counts; `min_dt` under
     `stop_gradient`), constant in the parameters."""
-    recordings, final, stats, result = _safe(eqx.combine(dynamic, static), cfg)
-    return (recordings, final), (stats, result)
+    saved, final, stats, result = _safe(eqx.combine(dynamic, static), cfg)
+    return (saved, final), (stats, result)
 
 
 @eqx.filter_custom_vjp
@@ -312,26 +307,22 @@ def _plain_first_safe_vjp(model_y0, cfg: _Fixed):
 def _(perturbed, model_y0, cfg: _Fixed):
     del perturbed
     dynamic, static = eqx.partition(model_y0, eqx.is_inexact_array)
-    (recordings, final), vjp_fn, (stats, result) = jax.vjp(
+    (saved, final), vjp_fn, (stats, result) = jax.vjp(
         lambda d: _safe_parts(d, static, cfg), dynamic, has_aux=True
     )
-    return (recordings, final, stats, result), vjp_fn
+    return (saved, final, stats, result), vjp_fn
 
 
 @_plain_first_safe_vjp.def_bwd
 def _(vjp_fn, grad_obj, perturbed, model_y0, cfg: _Fixed):
     del perturbed
-    g_recordings, g_final = grad_obj[0], grad_obj[1]
+    g_saved, g_final = grad_obj[0], grad_obj[1]
     # Outputs that were not differentiated come as `None`: zero cotangents, made
     # from the known output shapes (not kept from the forward pass).
     model, y0 = model_y0
     dtype = cfg.grid.dtype
     n_save = cfg.grid[:: cfg.every].shape[0]
-    names = cfg.recorder.names
-    if names is None:
-        zeros = {"v": jnp.zeros((n_save, model.n_compartments), dtype)}
-    else:
-        zeros = {k: jnp.zeros((n_save,), dtype) for k in names}
+    zeros = cfg.recorder.zeros(n_save, model.n_compartments, dtype)
     zero_final = jax.tree_util.tree_map(jnp.zeros_like, y0)
 
     def fill(g, zero):
@@ -341,7 +332,7 @@ def _(vjp_fn, grad_obj, perturbed, model_y0, cfg: _Fixed):
             lambda g, z: z if g is None else g, g, zero, is_leaf=lambda g: g is None
         )
 
-    (g_dynamic,) = vjp_fn((fill(g_recordings, zeros), fill(g_final, zero_final)))
+    (g_dynamic,) = vjp_fn((fill(g_saved, zeros), fill(g_final, zero_final)))
     return g_dynamic
 
 

@@ -12,7 +12,9 @@ import pytest
 from helpers import hh_compartment
 
 import stable_ode as so
+from stable_ode._recordings import Recordings
 from stable_ode._simulate import _solve_counted
+from stable_ode._stepping._base import _gather_by, _points
 
 
 PID = dfx.PIDController(rtol=1e-6, atol=1e-6)
@@ -155,3 +157,37 @@ def test_time_resolution_and_save_dt_are_checked():
         so.simulate(m, 5.0, 0.025, save_dt=2.0)
     with pytest.raises(ValueError, match="save_dt=10.0 must divide"):
         so.simulate(m, 5.0, 0.025, controller=PID, save_dt=10.0)
+
+
+def test_recordings_are_one_array_named_outside_the_solve(m):
+    # `Simulation.recordings` is a read-only mapping over one saved array: one
+    # leaf for `jit` however many recordings (issue 21 item 3); the solve is the
+    # one `test_short_form_is_the_stepping_object` compiled.
+    sim = so.simulate(m, 1.0, 0.05)
+    rec = sim.recordings
+    assert list(rec) == ["soma"] and len(rec) == 1 and "soma" in rec
+    assert "v" not in rec and dict(rec).keys() == {"soma"}
+    assert len(jax.tree_util.tree_leaves(rec)) == 1
+    assert rec.saved.shape == (21, 1)
+    np.testing.assert_array_equal(rec["soma"], rec.saved[:, 0])
+    with pytest.raises(KeyError):
+        rec["dend"]
+    whole = Recordings(rec.saved, None)  # a model without named recordings
+    assert list(whole) == ["v"] and whole["v"] is rec.saved and "soma" not in whole
+
+
+def test_recorded_variables_are_gathered_in_recording_order():
+    # One gather per distinct variable (and point-process group), then one
+    # permutation: the same values, in the recordings' order, as one gather each.
+    values = {"v": jnp.arange(4.0), "cai": 10 + jnp.arange(4.0)}
+    keys, index = ("cai", "v", "cai", "v", "v"), (0, 1, 3, 0, 2)
+    got = _gather_by(keys, index, values.__getitem__)
+    want = jnp.stack([values[k][i] for k, i in zip(keys, index)])
+    np.testing.assert_array_equal(got, want)
+
+    class Y(eqx.Module):
+        groups: tuple
+
+    y = Y(({"g": jnp.arange(3.0)}, {"A": jnp.arange(2.0), "B": 5 + jnp.arange(2.0)}))
+    points = ((1, "g", 1), (0, "g", 2), (1, "A", 0), (0, "g", 0))
+    np.testing.assert_array_equal(_points(y, points), [5.0, 2.0, 0.0, 0.0])
