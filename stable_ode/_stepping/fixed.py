@@ -26,6 +26,7 @@ from ._base import (
     whole_steps,
 )
 from .check import check_terms
+from .fallback import where_failed
 from .guard import guard, missing_tolerances, NonFiniteGuard
 
 
@@ -280,6 +281,10 @@ def _plain_first(model_y0, cfg: _Fixed, differentiated: bool = True):
         fixed_types(stats, dtype),
         RESULTS.promote(fast.result),
     )
+    if not differentiated:
+        # Under `vmap`, the safe solve for the failing members only (no
+        # derivative goes through this value).
+        return where_failed(lambda a: _safe(*a), (model_y0, cfg), plain, ok)
     # `unvmap_all`: under `vmap` a real branch; one non-finite member sends the
     # whole batch down the safe path (each member's result is its own either way).
     return jax.lax.cond(

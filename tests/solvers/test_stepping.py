@@ -15,6 +15,7 @@ import stable_ode as so
 from stable_ode._recordings import Recordings
 from stable_ode._simulate import _solve_counted
 from stable_ode._stepping._base import _gather_by, _points
+from stable_ode._stepping.fallback import where_failed
 
 
 PID = dfx.PIDController(rtol=1e-6, atol=1e-6)
@@ -191,3 +192,61 @@ def test_recorded_variables_are_gathered_in_recording_order():
     y = Y(({"g": jnp.arange(3.0)}, {"A": jnp.arange(2.0), "B": 5 + jnp.arange(2.0)}))
     points = ((1, "g", 1), (0, "g", 2), (1, "A", 0), (0, "g", 0))
     np.testing.assert_array_equal(_points(y, points), [5.0, 2.0, 0.0, 0.0])
+
+
+def test_safe_fallback_runs_for_the_failing_members_only():
+    # Batched, the failing members are solved `chunk` at a time (here 3 failing
+    # members in chunks of 2: two rounds, the second one half empty); the clean
+    # ones keep the plain result; an operand shared by the batch stays shared.
+    def pick(x, ok, y):
+        return where_failed(lambda a: a[0] * 10 + a[1], (x, y), x + 0.5, ok, chunk=2)
+
+    x = jnp.arange(5.0)
+    ok = jnp.asarray([True, False, False, True, False])
+    want = jnp.where(ok, x + 0.5, x * 10 + 1)
+    np.testing.assert_array_equal(jax.vmap(pick, (0, 0, None))(x, ok, 1.0), want)
+    np.testing.assert_array_equal(pick(x[1], ok[1], 1.0), want[1])  # unbatched
+    nested = jax.vmap(jax.vmap(pick, (0, 0, None)), (0, 0, None))
+    both = nested(jnp.stack([x, x]), jnp.stack([ok, ~ok]), 1.0)
+    np.testing.assert_array_equal(both[1], jnp.where(~ok, x + 0.5, x * 10 + 1))
+
+
+def _sweep_member(m, amp, bad):
+    # the model `m` of `_fragile`, its trace current NaN (a failure at 1 ms) for
+    # `bad` members only
+    return eqx.tree_at(
+        lambda m: (m.stimuli.step_amplitude, m.stimuli.trace_values),
+        m,
+        (amp[None], jnp.where(bad, jnp.nan, 0.0)[None, None]),
+    )
+
+
+def test_batched_results_equal_per_member_results_with_failing_members():
+    # Issue 21 item 1: clean and failing members mixed; value and gradient of
+    # every member the same as when it runs alone.
+    m = _fragile()
+
+    def run(amp, bad):
+        sim = so.simulate(_sweep_member(m, amp, bad), 2.0, 0.025, throw=False)
+        return sim.recordings["soma"], sim.stats, sim.result._value
+
+    def loss(amp, bad):
+        sim = so.simulate(_sweep_member(m, amp, bad), 2.0, 0.025, throw=False)
+        return jnp.mean(jnp.where(sim.valid, sim.recordings["soma"], 0.0) ** 2)
+
+    amps = jnp.asarray([0.2, 0.3, 0.4, 0.5])
+    bad = jnp.asarray([False, True, False, True])
+    batch = jax.jit(jax.vmap(run))(amps, bad)
+    grads = jax.jit(jax.vmap(jax.grad(loss)))(amps, bad)
+    one, one_grad = jax.jit(run), jax.jit(jax.grad(loss))
+    np.testing.assert_array_equal(batch[2] != 0, bad)  # the failing ones failed
+    for i in range(4):
+        alone = one(amps[i], bad[i])
+        for a, b in zip(
+            jax.tree_util.tree_leaves(alone), jax.tree_util.tree_leaves(batch)
+        ):
+            # vectorised arithmetic may round differently from the unbatched one
+            np.testing.assert_allclose(a, b[i], rtol=1e-13, atol=0)
+        g = one_grad(amps[i], bad[i])
+        assert np.isfinite(g) and g != 0
+        np.testing.assert_allclose(grads[i], g, rtol=1e-12)
