@@ -1,5 +1,7 @@
 """`simulate`: a thin convenience over `diffrax.diffeqsolve` with good defaults."""
 
+import dataclasses
+
 import diffrax as dfx
 import equinox as eqx
 import jax
@@ -97,6 +99,32 @@ def _solve_counted(stepping, model, y0, times, solver, adjoint, limits, recorder
 _solve = eqx.filter_jit(_solve_counted)
 
 
+@eqx.debug.assert_max_traces(max_traces=None)
+def _solve_plain_counted(stepping, model, y0, times, solver, adjoint, limits, recorder):
+    max_steps, _, progress_meter = limits
+    return stepping.solve_plain(
+        model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
+    )
+
+
+_solve_plain = eqx.filter_jit(_solve_plain_counted)
+
+
+def _solve_eager(stepping, model, y0, times, solver, adjoint, limits, recorder):
+    """`_solve` for a call outside `jit`, `grad` and `vmap` with fixed steps run
+    plain first: the plain loop is compiled and run alone, and the safe one only if
+    the plain run's result does not stand (the same result as `_solve`'s, which
+    compiles both loops into one program for the case that it is traced)."""
+    args = (model, y0, times, solver, adjoint, limits, recorder)
+    if not stepping.runs_plain_first(adjoint, limits[0], times.shape[0] - 1):
+        return _solve(stepping, *args)
+    plain = _solve_plain(stepping, *args)
+    if bool(plain[1]):
+        return plain[0]
+    out = _solve(dataclasses.replace(stepping, plain_first=False), *args)
+    return eqx.tree_at(lambda o: o.solution, out, None)
+
+
 def simulate(
     model: MembraneModel,
     t1: float,
@@ -181,9 +209,11 @@ def simulate(
     max_steps = stepping.max_steps(t0, t1) if max_steps is None else int(max_steps)
     limits = (max_steps, bool(throw), progress_meter)
     with reraise_short():
-        out = _solve(
-            stepping, model, y0, times, solver, adjoint, limits, Recorder.of(model)
-        )
+        args = (model, y0, times, solver, adjoint, limits, Recorder.of(model))
+        if isinstance(stepping, FixedSteps) and not traced((model, y0)):
+            out = _solve_eager(stepping, *args)
+        else:
+            out = _solve(stepping, *args)
         if throw and not traced((model, y0)):
             out = jax.block_until_ready(out)
     return Simulation(
