@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._errors import InvalidArgument
 from ..morphology import (
     Cell,
@@ -60,6 +62,10 @@ class SwcSource:
     reader: str = "load_swc"
 
 
+def _cache_repr(v) -> Any:
+    return (v.dtype.str, v.tobytes()) if isinstance(v, np.ndarray) else repr(v)
+
+
 class CellReader:
     """Reads `cells[i]` entries; counts compartments against the limit."""
 
@@ -78,6 +84,8 @@ class CellReader:
         self.tiny = tiny  # the dtype's smallest normal number
         self.n_compartments = 0
         self.mechanisms: dict = {}  # one (immutable) instance per name and params
+        # mechanisms[j] entry -> {param: (field, number of values)} for `values`
+        self.per_compartment: dict[str, dict[str, tuple[str, int]]] = {}
 
     def _count(self, n: int, where: str):
         self.n_compartments += n
@@ -93,8 +101,15 @@ class CellReader:
         raw = r.table(
             raw,
             where,
-            required=("name", "length", "diameter"),
-            optional=("n_compartments", "parent", "parent_position"),
+            required=("name",),
+            optional=(
+                "length",
+                "diameter",
+                "points",
+                "n_compartments",
+                "parent",
+                "parent_position",
+            ),
         )
         parent = raw.get("parent")
         if parent is not None:
@@ -103,17 +118,45 @@ class CellReader:
         n = r.integer(raw.get("n_compartments", 1), nw)
         if n >= 1:
             self._count(n, nw)
+        name = r.name(raw["name"], key(where, "name"))
+        position = r.position(
+            raw.get("parent_position", 1.0), key(where, "parent_position")
+        )
+        if "points" in raw:
+            for k in ("length", "diameter"):
+                if k in raw:
+                    r.fail(
+                        key(where, k),
+                        "a section with 'points' takes no 'length' or 'diameter' "
+                        "(they follow from the points)",
+                    )
+            points = self.points(raw["points"], key(where, "points"))
+            with r.at(where):
+                return Section(name, None, None, n, parent, position, points=points)
+        for k in ("length", "diameter"):
+            if k not in raw:
+                r.fail(key(where, k), "required key is missing (or give 'points')")
         with r.at(where):
             return Section(
-                r.name(raw["name"], key(where, "name")),
+                name,
                 r.number(raw["length"], key(where, "length")),
                 r.number(raw["diameter"], key(where, "diameter")),
                 n,
                 parent,
-                r.position(
-                    raw.get("parent_position", 1.0), key(where, "parent_position")
-                ),
+                position,
             )
+
+    def points(self, raw, where: str) -> list[tuple[float, ...]]:
+        """A section's 3-D points: a list of `[x, y, z, diam]` (µm)."""
+        r = self.r
+        out = []
+        for i, p in enumerate(r.seq(raw, where)):
+            w = f"{where}[{i}]"
+            p = r.seq(p, w)
+            if len(p) != 4:
+                r.fail(w, f"a 3-D point is [x, y, z, diam] (µm), got {len(p)} values")
+            out.append(tuple(r.number(v, f"{w}[{j}]") for j, v in enumerate(p)))
+        return out
 
     def swc_options(self, raw, where: str, soma: bool = True) -> dict[str, Any]:
         r = self.r
@@ -183,7 +226,12 @@ class CellReader:
         missing = sorted(required - set(values))
         if missing:
             r.fail(pw, f"mechanism {name!r} needs parameters {missing}")
-        cache_key = (name, tuple((k, repr(v)) for k, v in values.items()))
+        cache_key = (name, tuple((k, _cache_repr(v)) for k, v in values.items()))
+        self.per_compartment[where] = {
+            k: (rename.get(k, k), len(v["values"]))
+            for k, v in params.items()
+            if isinstance(v, dict) and "values" in v
+        }
         mechanism = self.mechanisms.get(cache_key)
         if mechanism is None:
             with r.at(pw):
@@ -192,9 +240,22 @@ class CellReader:
             return Insert(mechanism, sections)
 
     def value(self, raw, where: str):
-        """A parameter value: a number, or `{"distance": "expression"}`."""
+        """A parameter value: a number, `{"distance": "expression"}` or
+        `{"values": [...]}` (one number per compartment of the entry's sections,
+        in order; as a NumPy array, checked against the sections by `cell`)."""
         if isinstance(raw, dict):
-            raw = self.r.table(raw, where, required=("distance",))
+            if "values" in raw:
+                raw = self.r.table(raw, where, required=("values",))
+                vw = key(where, "values")
+                items = self.r.seq(raw["values"], vw)
+                if not items:
+                    self.r.fail(vw, "must not be empty")
+                return np.asarray(
+                    [self.r.number(v, f"{vw}[{i}]") for i, v in enumerate(items)]
+                )
+            raw = self.r.table(raw, where, optional=("distance", "values"))
+            if "distance" not in raw:
+                self.r.fail(where, "give {'distance': expression} or {'values': [...]}")
             text = self.r.string(raw["distance"], key(where, "distance"))
             try:
                 return Distance(text)
@@ -319,7 +380,27 @@ class CellReader:
                 )
             source = None
         self.check_dtype(cell, where)
+        self.check_values(cell, mw)
         return cell, source
+
+    def check_values(self, cell: Cell, mw: str):
+        """Each `{"values": [...]}` parameter has one value per compartment of
+        its entry's sections."""
+        counts = {s.name: s.n_compartments for s in cell.sections}
+        for j, ins in enumerate(cell.mechanisms):
+            w = f"{mw}[{j}]"
+            entries = self.per_compartment.get(w, {})
+            if not entries:
+                continue
+            names = ins.sections if ins.sections is not None else list(counts)
+            n = sum(counts[s] for s in names)
+            for k, (_field, got) in entries.items():
+                if got != n:
+                    self.r.fail(
+                        key(key(key(w, "params"), k), "values"),
+                        f"{got} values for {n} compartments (one per compartment "
+                        f"of the entry's {len(names)} section(s), in order)",
+                    )
 
     def swc_cell(self, raw, where, cell_where, name, inserts, ra, cm, options):
         """The `Cell` of an SWC file (path relative to the model file); a malformed
