@@ -22,7 +22,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    """The parser of `python -m stable_ode {run,demo,diagnose}`."""
+    """The parser of `python -m stable_ode {run,demo,diagnose,from-neuron}`."""
     from .. import __version__
 
     debug = argparse.ArgumentParser(add_help=False)
@@ -90,4 +90,26 @@ def parser() -> argparse.ArgumentParser:
         "none.",
     )
     diag.add_argument("model", metavar="MODEL", help="model file (.json or .toml)")
+
+    fn = sub.add_parser(
+        "from-neuron",
+        parents=[debug],
+        help="convert a NEURON model (a .py or .hoc script) into a model file",
+        description="Run SCRIPT in a fresh NEURON (after compiling and loading the "
+        "--nmodl .mod files) and write every section, density mechanism, ion "
+        "setting, IClamp, point process and NetCon it instantiates to a model "
+        "file. What cannot be converted is listed on stderr, with exit code 1 and "
+        "nothing written.",
+    )
+    fn.add_argument("script", metavar="SCRIPT", help="NEURON script (.py or .hoc)")
+    fn.add_argument(
+        "--nmodl",
+        action="extend",
+        nargs="+",
+        metavar="PATH",
+        help=".mod files or folders of them that the model's mechanisms come from",
+    )
+    fn.add_argument(
+        "-o", "--output", required=True, metavar="MODEL.json", help="model file"
+    )
     return p

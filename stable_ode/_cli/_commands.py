@@ -1,4 +1,4 @@
-"""The commands `run`, `demo` and `diagnose`, and `main`, which runs one of them.
+"""The commands `run`, `demo`, `diagnose` and `from-neuron`, and `main`, which runs one of them.
 
 Exit codes: 0 success; 1 the solve did not succeed (the output is still written,
 with the message on stderr), or `diagnose` found a bad value; 2 a usage, model-file
@@ -115,7 +115,18 @@ def _cmd_diagnose(args) -> int:
     return EXIT_FAILED_SOLVE if report.found else 0
 
 
-_COMMANDS = {"run": _cmd_run, "demo": _cmd_demo, "diagnose": _cmd_diagnose}
+def _cmd_from_neuron(args) -> int:
+    from .._neuron_import._cli import command
+
+    return command(args)
+
+
+_COMMANDS = {
+    "run": _cmd_run,
+    "demo": _cmd_demo,
+    "diagnose": _cmd_diagnose,
+    "from-neuron": _cmd_from_neuron,
+}
 
 
 def _one_line(e: BaseException, limit: int = 400) -> str:
@@ -165,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     if args.command is None:
         print(
-            f"{PROG}: error: choose a command: run, demo or diagnose (see --help)",
+            f"{PROG}: error: choose a command: run, demo, diagnose or from-neuron (see --help)",
             file=sys.stderr,
         )
         return EXIT_USAGE

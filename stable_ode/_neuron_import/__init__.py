@@ -1,6 +1,7 @@
 """Bringing a NEURON model over: `from_neuron` and `python -m stable_ode
 from-neuron` (the format's "Bringing a NEURON model over")."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -101,13 +102,33 @@ def from_neuron(
     return model
 
 
+_HERE = Path(__file__).resolve().parent
+_RUNNER = f"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location(
+    "stable_ode_from_neuron", {str(_HERE / "__init__.py")!r},
+    submodule_search_locations=[{str(_HERE)!r}])
+module = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = module
+spec.loader.exec_module(module)
+from stable_ode_from_neuron._runner import main
+sys.exit(main(sys.argv[1:]))
+"""
+"""The runner, loaded as a package of its own so that a script without `.mod`
+files does not import JAX (`stable_ode` itself is imported only for
+`load_nmodl`)."""
+
+
 def run_in_subprocess(script: Path, nmodl: list[Path]) -> dict:
     """Run `script` in a fresh NEURON process (`_runner`) and return its model;
     `FromNeuronError` for what it cannot convert or a script that fails."""
     script = script.resolve()
     if not script.is_file():
         raise FileNotFoundError(f"no such script: {script}")
-    _neuron()
+    if importlib.util.find_spec("neuron") is None:
+        raise ImportError(
+            "from_neuron needs NEURON (`pip install neuron`); it is not installed"
+        )
     package_parent = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -116,8 +137,7 @@ def run_in_subprocess(script: Path, nmodl: list[Path]) -> dict:
     with tempfile.TemporaryDirectory(prefix="stable_ode-from-neuron-") as tmp:
         out = Path(tmp) / "result.json"
         proc = subprocess.run(
-            [sys.executable, "-m", "stable_ode._neuron_import._runner"]
-            + [str(script), str(out)]
+            [sys.executable, "-c", _RUNNER, str(script), str(out)]
             + [str(p) for p in nmodl],
             env=env,
             capture_output=True,
@@ -132,7 +152,15 @@ def run_in_subprocess(script: Path, nmodl: list[Path]) -> dict:
             )
         result = json.loads(out.read_text())
     if result["error"] is not None:
-        raise FromNeuronError([f"running {script}: {result['error']}"], str(script))
+        said = [
+            line
+            for line in (proc.stdout + proc.stderr).splitlines()
+            if line.strip() and "DISPLAY" not in line and "No graphics" not in line
+        ][-12:]
+        message = f"running {script}: {result['error']}"
+        if said:
+            message += "\n    NEURON said:\n" + "\n".join(f"    {x}" for x in said)
+        raise FromNeuronError([message], str(script))
     if result["problems"]:
         raise FromNeuronError(result["problems"], str(script))
     return result["model"]

@@ -1,9 +1,9 @@
 """Running a NEURON script in a fresh process and reading the model it builds.
 
-`python -m stable_ode._neuron_import._runner SCRIPT OUT.json [--nmodl PATH ...]`
-compiles and loads the `.mod` files (unless NEURON already knows their
-mechanisms), runs SCRIPT (`.py` or `.hoc`) in its own folder and writes
-`{"model": ..., "problems": [...], "error": null}` to OUT.json.
+`main([SCRIPT, OUT.json, MOD_PATH, ...])`, in a process of its own, compiles and
+loads the `.mod` files (unless NEURON already knows their mechanisms), runs
+SCRIPT (`.py` or `.hoc`) in its own folder and writes `{"model": ...,
+"problems": [...], "error": null}` to OUT.json.
 """
 
 import hashlib
@@ -108,7 +108,7 @@ def _mkdir(p: Path) -> Path:
 def nmodl_classes(files, problems: list) -> dict:
     """`stable_ode.load_nmodl`'s classes of each file, by SUFFIX; a file the
     importer cannot take is a problem (each is listed)."""
-    from ..nmodl import load_nmodl
+    from stable_ode.nmodl import load_nmodl  # (the runner is its own package)
 
     classes: dict = {}
     where: dict = {}
@@ -125,6 +125,9 @@ def nmodl_classes(files, problems: list) -> dict:
     return classes
 
 
+_SCRIPT_GLOBALS: list = []
+
+
 def run_script(h, script: Path) -> None:
     """Run a `.py` (as `__main__`) or `.hoc` script in its own folder."""
     os.chdir(script.parent)
@@ -133,7 +136,8 @@ def run_script(h, script: Path) -> None:
             raise RuntimeError(f"{script}: NEURON could not run it (see above)")
     else:
         sys.argv = [str(script)]
-        runpy.run_path(str(script), run_name="__main__")
+        # the globals keep the script's sections alive
+        _SCRIPT_GLOBALS.append(runpy.run_path(str(script), run_name="__main__"))
 
 
 def main(argv) -> int:
@@ -161,7 +165,3 @@ def main(argv) -> int:
             result["traceback"] = traceback.format_exc()
     out.write_text(json.dumps(result))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
