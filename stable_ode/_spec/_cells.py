@@ -29,6 +29,7 @@ from ..morphology import (
 from ..morphology._discretise import half_conductance, section_area
 from ..morphology._expression import ExpressionError
 from ..morphology._regions import section_values
+from ..morphology._swc_names import load_swc_geometry
 from ._ions import read_cell_ions
 from ._nmodl import nmodl_parameter_names
 from ._reader import key, one_line, Reader, suggest
@@ -356,20 +357,20 @@ class CellReader:
                 raw.get("swc_options", {}), key(where, "swc_options")
             )
             cell, path = self.swc_cell(
-                raw["swc"], key(where, "swc"), where, name, inserts, ra, cm, options
+                raw["swc"],
+                key(where, "swc"),
+                where,
+                name,
+                dict(
+                    mechanisms=inserts,
+                    axial_resistivity=ra,
+                    capacitance=cm,
+                    ions=ions,
+                    properties=properties,
+                    **options,
+                ),
             )
             source = SwcSource(str(path), tuple(options.items()))
-            if ions or properties:
-                with r.at(where):
-                    cell = Cell(
-                        cell.name,
-                        cell.sections,
-                        cell.mechanisms,
-                        cell.axial_resistivity,
-                        cell.capacitance,
-                        ions=ions,
-                        properties=properties,
-                    )
         else:
             sw = key(where, "sections")
             items = r.seq(raw["sections"], sw)
@@ -402,21 +403,18 @@ class CellReader:
                         f"of the entry's {len(names)} section(s), in order)",
                     )
 
-    def swc_cell(self, raw, where, cell_where, name, inserts, ra, cm, options):
-        """The `Cell` of an SWC file (path relative to the model file); a malformed
-        file is a `SpecError` at `where` quoting `load_swc`'s message (SWC file and
-        line)."""
+    def swc_cell(self, raw, where, cell_where, name, kwargs):
+        """The `Cell` of an SWC file (path relative to the model file): `load_swc`'s
+        section names with NEURON's `Import3d` sections and 3-D geometry (as a
+        `"morphology"` cell's). The file is checked by `load_swc` first, so a
+        malformed one is a `SpecError` at `where` quoting its message (SWC file
+        and line); what only `Import3d` rejects quotes `Import3d`'s rule."""
         r = self.r
         path = (self.directory / r.string(raw, where)).resolve()  # absolute stay
+        soma = kwargs.pop("soma")
         try:
-            cell = load_swc(
-                path,
-                name=name,
-                mechanisms=inserts,
-                axial_resistivity=ra,
-                capacitance=cm,
-                **options,
-            )
+            load_swc(path, soma=soma, n_compartments=1)  # its checks and messages
+            cell = load_swc_geometry(path, soma=soma, name=name, **kwargs)
         except InvalidArgument as e:
             if e.owner.startswith("Cell"):  # the mechanisms or the cell's values
                 problem = e.problem + (
