@@ -1,4 +1,5 @@
-"""The commands `run`, `demo`, `diagnose` and `from-neuron`, and `main`, which runs one of them.
+"""The commands `run`, `demo`, `diagnose` and `from-neuron`, and `main`, which runs
+one of them.
 
 Exit codes: 0 success; 1 the solve did not succeed (the output is still written,
 with the message on stderr), or `diagnose` found a bad value; 2 a usage, model-file
@@ -176,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     if args.command is None:
         print(
-            f"{PROG}: error: choose a command: run, demo, diagnose or from-neuron (see --help)",
+            f"{PROG}: error: choose a command: run, demo, diagnose or from-neuron "
+            "(see --help)",
             file=sys.stderr,
         )
         return EXIT_USAGE

@@ -84,7 +84,7 @@ def swc_sections(path, soma: str = "single") -> list[MorphologySection]:
             raise ValueError(
                 f"{os.fspath(path)}: NEURON's section {s.name} (from point "
                 f"{ids[0] if ids else '?'}) has no section of load_swc's naming; "
-                f"use \"morphology\" for this file (NEURON's section names)"
+                f'use "morphology" for this file (NEURON\'s section names)'
             )
         rename[s.name] = new
     return [
