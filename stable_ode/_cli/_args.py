@@ -68,6 +68,19 @@ def parser() -> argparse.ArgumentParser:
         help="also draw the voltage traces (and, for a network, a spike raster); the "
         "suffix picks the format (.png, .pdf, .svg, ...); needs matplotlib",
     )
+    run.add_argument(
+        "--plot-shape",
+        metavar="OUT.png",
+        help="also draw the cells from their 3-D points coloured by the voltage at "
+        "--shape-time; needs matplotlib",
+    )
+    run.add_argument(
+        "--shape-time",
+        type=float,
+        metavar="MS",
+        help="the time of --plot-shape, ms (default: when the largest voltage "
+        "anywhere occurs)",
+    )
 
     demo = sub.add_parser(
         "demo",
