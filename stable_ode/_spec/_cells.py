@@ -15,24 +15,20 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import InvalidArgument
 from ..morphology import (
     Cell,
     Distance,
     Insert,
-    load_morphology,
-    load_swc,
-    MorphologyError,
     Properties,
     Section,
 )
 from ..morphology._discretise import half_conductance, section_area
 from ..morphology._expression import ExpressionError
 from ..morphology._regions import section_values
-from ..morphology._swc_names import load_swc_geometry
+from ._file_cells import morphology_cell, swc_cell
 from ._ions import read_cell_ions
 from ._nmodl import nmodl_parameter_names
-from ._reader import key, one_line, Reader, suggest
+from ._reader import key, Reader, suggest
 from ._registry import mechanism_parameters, REGISTRY
 
 
@@ -44,11 +40,6 @@ SWC_OPTIONS = {
 }
 """The keys of a cell's `swc_options` and their defaults (`stable_ode.load_swc`'s);
 a `"morphology"` cell takes them all but `soma`."""
-
-_SWC_HINT = (
-    "; an SWC file's sections are named soma (or soma_k), axon_k, dend_k, apic_k "
-    "and type{t}_k, k counting the sections of a type in file order"
-)
 
 
 @dataclass(frozen=True)
@@ -404,56 +395,10 @@ class CellReader:
                     )
 
     def swc_cell(self, raw, where, cell_where, name, kwargs):
-        """The `Cell` of an SWC file (path relative to the model file): `load_swc`'s
-        section names with NEURON's `Import3d` sections and 3-D geometry (as a
-        `"morphology"` cell's). The file is checked by `load_swc` first, so a
-        malformed one is a `SpecError` at `where` quoting its message (SWC file
-        and line); what only `Import3d` rejects quotes `Import3d`'s rule."""
-        r = self.r
-        path = (self.directory / r.string(raw, where)).resolve()  # absolute stay
-        soma = kwargs.pop("soma")
-        try:
-            load_swc(path, soma=soma, n_compartments=1)  # its checks and messages
-            cell = load_swc_geometry(path, soma=soma, name=name, **kwargs)
-        except InvalidArgument as e:
-            if e.owner.startswith("Cell"):  # the mechanisms or the cell's values
-                problem = e.problem + (
-                    _SWC_HINT if "unknown section" in e.problem else ""
-                )
-                r.fail(key(cell_where, e.argument), problem)
-            r.fail(where, f"{path}: {one_line(e)}")
-        except FileNotFoundError:
-            r.fail(where, f"no such SWC file: {path}")
-        except UnicodeDecodeError as e:
-            r.fail(where, f"{path}: not a text file ({e.reason} at byte {e.start})")
-        except OSError as e:
-            r.fail(where, f"cannot read SWC file {path}: {e.strerror or e}")
-        except (ValueError, ArithmeticError) as e:
-            r.fail(where, one_line(e, 1000))
-        self._count(sum(s.n_compartments for s in cell.sections), where)
-        return cell, path
+        return swc_cell(self, raw, where, cell_where, name, kwargs)
 
     def morphology_cell(self, raw, where, cell_where, name, kwargs):
-        """The `Cell` of a morphology file (path relative to the model file); a
-        malformed or missing file is a `SpecError` at `where`."""
-        r = self.r
-        path = (self.directory / r.string(raw, where)).resolve()
-        if not path.is_file():
-            r.fail(where, f"file not found: {path}")
-        try:
-            cell = load_morphology(path, name=name, **kwargs)
-        except MorphologyError as e:
-            r.fail(where, one_line(e, 1000))
-        except InvalidArgument as e:
-            if e.owner.startswith("Cell"):  # the mechanisms or the cell's values
-                r.fail(key(cell_where, e.argument), e.problem)
-            r.fail(where, f"{path}: {one_line(e)}")
-        except UnicodeDecodeError as e:
-            r.fail(where, f"{path}: not a text file ({e.reason} at byte {e.start})")
-        except OSError as e:
-            r.fail(where, f"cannot read {path}: {e.strerror or e}")
-        self._count(sum(s.n_compartments for s in cell.sections), where)
-        return cell, path
+        return morphology_cell(self, raw, where, cell_where, name, kwargs)
 
     def check_dtype(self, cell: Cell, where: str):
         """Every compartment's area and axial conductances are normal numbers of
