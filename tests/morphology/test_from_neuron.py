@@ -141,8 +141,13 @@ def test_pyramid_nrn_matches_neuron(neuron_settings):
             h.delete_section(sec=s)
 
 
-def test_unconvertible_parts_are_named(neuron_mechanisms):
+def test_unconvertible_parts_are_named(neuron_mechanisms, tmp_path):
     h = neuron_mechanisms
+    pointer = tmp_path / "ptr.mod"
+    pointer.write_text(
+        "NEURON { SUFFIX ptr POINTER p RANGE g }\nPARAMETER { g = 1 }\n"
+        "ASSIGNED { p }\nBREAKPOINT { }\n"
+    )
     soma = h.Section(name="soma")
     soma.insert("extracellular")
     soma.insert("fastpas")
@@ -151,10 +156,10 @@ def test_unconvertible_parts_are_named(neuron_mechanisms):
     dend.insert("HHk")  # compiled, but its .mod file is not given
     spikes = h.NetCon(soma(0.5)._ref_v, None, sec=soma)
     with pytest.raises(FromNeuronError) as info:
-        from_neuron(sections=[soma])
+        from_neuron(nmodl=[pointer], sections=[soma])
     text = str(info.value)
-    assert len(info.value.problems) == 4
-    for word in ("extracellular", "'fastpas'", "'HHk'", "NetCon"):
+    assert len(info.value.problems) == 5, text
+    for word in ("extracellular", "'fastpas'", "'HHk'", "NetCon", "POINTER"):
         assert word in text
     del spikes
 
