@@ -18,18 +18,34 @@ def _kind(obj) -> str:
     return obj.hname().split("[", 1)[0]
 
 
-def _site(pp, owner: dict, problems: list) -> dict | None:
+def _free_end(h, sec, x: float) -> bool:
+    """Whether the end node of `sec` at `x` (0 or 1) joins nothing else: the 1 end
+    with no child attached there, or the 0 end of a root with none."""
+    if x <= 0.0 and h.SectionRef(sec=sec).has_parent():
+        return False
+    for child in sec.children():
+        if abs(float(child.parentseg().x) - x) < 1e-12:
+            return False
+    return True
+
+
+def _site(h, pp, owner: dict, problems: list) -> dict | None:
     """`{cell, section, position}` of a point process (`owner`: NEURON section →
-    `(cell name, section name)`), or `None` if it cannot be placed."""
+    `(cell name, section name)`), or `None` if it cannot be placed. An `IClamp`
+    at a free end node (no membrane, joined only to its section's end
+    compartment) injects into that compartment, as here at position 0 or 1."""
     seg = pp.get_segment()
     where = owner.get(seg.sec)
     if where is None:
         return None
     x = float(seg.x)
+    if _kind(pp) == "IClamp" and (x <= 0.0 or x >= 1.0) and _free_end(h, seg.sec, x):
+        return {"cell": where[0], "section": where[1], "position": x}
     if x <= 0.0 or x >= 1.0:
         problems.append(
             f"{pp.hname()} at {seg.sec.name()}({x:g}): a point process at a "
-            f"section's end node (which has no membrane and no compartment here); "
+            f"section's end node (which has no membrane and no compartment here; "
+            f"only an IClamp at an end that joins no other section converts); "
             f"place it inside the section"
         )
         return None
@@ -57,7 +73,7 @@ def point_processes(h, trees, problems: list):
                             f"{', '.join(POINT_PROCESSES)})"
                         )
                         continue
-                    site = _site(pp, owner, problems)
+                    site = _site(h, pp, owner, problems)
                     if site is None:
                         continue
                     if kind == "IClamp":
