@@ -62,13 +62,15 @@ def _build(h):
     soma(0.5).hh.gkbar = 0.04
     stim = h.IClamp(soma(0.5))
     stim.delay, stim.dur, stim.amp = 1, 5, 0.3
+    tip = h.IClamp(apic(1))  # at a free end node: into apic's last compartment
+    tip.delay, tip.dur, tip.amp = 0.5, 2, 0.05
     syn = h.ExpSyn(dend(0.7))
     syn.tau, syn.e = 2.0, 0.0
     ns = h.NetStim()
     ns.start, ns.number, ns.interval, ns.noise = 2, 3, 2, 0
     nc = h.NetCon(ns, syn)
     nc.weight[0], nc.delay = 0.002, 0.5
-    return [soma, apic, dend, stim, syn, ns, nc], soma
+    return [soma, apic, dend, stim, tip, syn, ns, nc], soma
 
 
 @pytest.fixture
@@ -100,6 +102,7 @@ def test_small_model_matches_neuron(neuron_settings):
     assert "points" in sections["apic"] and "length" in sections["dend"]
     assert sections["dend"]["parent_position"] == 0.5
     assert model["ions"]["k"]["reversal"] == -80.0
+    assert [s["position"] for s in model["stimuli"]] == [0.5, 1.0]
     hh = next(m for m in cell["mechanisms"] if m["name"] == "hh")
     assert len(hh["params"]["gnabar"]["values"]) == 1 + 7  # soma + apic
     ref = _neuron_trace(h, soma)
@@ -155,13 +158,15 @@ def test_unconvertible_parts_are_named(neuron_mechanisms, tmp_path):
     dend.connect(soma(1))
     dend.insert("HHk")  # compiled, but its .mod file is not given
     spikes = h.NetCon(soma(0.5)._ref_v, None, sec=soma)
+    junction = h.IClamp(soma(1))  # at the node joining soma and dend
     with pytest.raises(FromNeuronError) as info:
         from_neuron(nmodl=[pointer], sections=[soma])
     text = str(info.value)
-    assert len(info.value.problems) == 5, text
+    assert len(info.value.problems) == 6, text
     for word in ("extracellular", "'fastpas'", "'HHk'", "NetCon", "POINTER"):
         assert word in text
-    del spikes
+    assert "IClamp" in text and "soma(1)" in text
+    del spikes, junction
 
 
 _GOOD = """
