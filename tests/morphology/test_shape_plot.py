@@ -47,8 +47,8 @@ def test_lines_follow_points_and_values():
     shown = plot_shape(model, samples, t=[0.0, 0.5], time=0.4)
     np.testing.assert_array_equal(shown.get_array(), (values + 1)[index])
     animation = animate_shape(model, samples, [0.0, 0.5])
-    animation._func(1)  # one frame, no writer needed
-    assert animation._func is not None
+    html = animation.to_jshtml()  # renders both frames, no external writer
+    assert html.count("data:image/png;base64") == 2
     with pytest.raises(ValueError, match="values"):
         plot_shape(model, values[:3])
     matplotlib.pyplot.close("all")
