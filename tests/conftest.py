@@ -29,6 +29,7 @@ _DEMO_FILES = (
     "camchan.mod",
     "capump.mod",
     "nacaex.mod",
+    "release.mod",
 )
 _OWN_FILES = (
     _TESTS / "nmodl" / "mod" / "hhns.mod",
@@ -36,6 +37,8 @@ _OWN_FILES = (
     _TESTS / "nmodl" / "mod" / "capool.mod",
     _TESTS / "data" / "mod" / "capool_ions.mod",
     _TESTS / "data" / "mod" / "kmarkov.mod",
+    _TESTS / "data" / "mod" / "kcascheme.mod",
+    _TESTS / "data" / "mod" / "cakin.mod",
 )
 
 

@@ -130,12 +130,14 @@ def read_mod(path: pathlib.Path) -> ir.Module:
             d["initial" if kind == "INITIAL" else "breakpoint"] = ir.Block(
                 kind, kind, body, line
             )
-        elif t == "DerivativeBlock":
+        elif t in ("DerivativeBlock", "KineticBlock"):
+            kind = "DERIVATIVE" if t == "DerivativeBlock" else "KINETIC"
             name = b.name.get_node_name()
-            line = r.block_line(rf"\bDERIVATIVE\s+{re.escape(name)}\b")
-            d["derivatives"][name] = ir.Block(
-                "DERIVATIVE", name, r.stmts(b.statement_block), line
-            )
+            line = r.block_line(rf"\b{kind}\s+{re.escape(name)}\b")
+            r.in_kinetic = kind == "KINETIC"
+            body = r.stmts(b.statement_block)
+            r.in_kinetic = False
+            d["derivatives"][name] = ir.Block(kind, name, body, line)
             d["lines"][name] = line
         elif t in ("FunctionBlock", "ProcedureBlock"):
             kind = "FUNCTION" if t == "FunctionBlock" else "PROCEDURE"

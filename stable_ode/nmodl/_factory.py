@@ -24,7 +24,13 @@ from ..mechanisms._kinetics import inf_tau_gate
 from . import _ir as ir, _runtime
 from ._codegen import label_of, py
 from ._errors import NmodlError
-from ._kinetics import ImplicitRateEquation, ImplicitRelaxation
+from ._kinetics import (
+    ImplicitRateEquation,
+    ImplicitRelaxation,
+    linear_scheme,
+    markov_scheme,
+    scheme_steady_state,
+)
 from ._runtime import typed
 from ._source import Source
 
@@ -83,6 +89,9 @@ _GLOBALS = dict(
     inf_tau_gate=inf_tau_gate,
     implicit_relaxation=lambda k: ImplicitRelaxation(inf=k.inf, rate=k.rate),
     ImplicitRateEquation=ImplicitRateEquation,
+    markov_scheme=markov_scheme,
+    linear_scheme=linear_scheme,
+    scheme_steady_state=scheme_steady_state,
     land=_land,
     lor=_lor,
     lnot=_lnot,
