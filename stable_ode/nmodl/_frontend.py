@@ -169,17 +169,9 @@ class _Reader:
                     "derivative",
                     f"{self.nmodl.to_nmodl(n)} read in an expression is not supported",
                 )
-            name = n.name.get_node_name()
-            if name in ("f_flux", "b_flux"):
-                self.fail(
-                    self.cursor,
-                    name,
-                    "the flux of the previous reaction is not supported; write "
-                    "the flux expression instead",
-                )
-            return ir.Name(name)
+            return self.name(n.name.get_node_name())
         if t == "Name":
-            return ir.Name(n.get_node_name())
+            return self.name(n.get_node_name())
         if t == "FunctionCall":
             name = n.name.get_node_name()
             if name in RANDOM_FUNCTIONS:
@@ -188,6 +180,16 @@ class _Reader:
                 self.fail(self.cursor, f"{name}()", "events are not supported")
             return ir.Call(name, tuple(self.expr(a) for a in n.arguments))
         self.fail(self.cursor, t, f"expression {self.nmodl.to_nmodl(n)!r}")
+
+    def name(self, name: str) -> ir.Name:
+        if name in ("f_flux", "b_flux"):
+            self.fail(
+                self.cursor,
+                name,
+                "the flux of the previous reaction is not supported; write "
+                "the flux expression instead",
+            )
+        return ir.Name(name)
 
     # -- statements ------------------------------------------------------------
 
