@@ -33,12 +33,12 @@ CASES = {
         10,
         "C code",
     ),
-    "kinetic": (
-        "STATE { a b }\nBREAKPOINT { SOLVE k METHOD sparse i = g*v }\n"
-        "KINETIC k {\n  ~ a <-> b (1, 2)\n}\n",
-        "KINETIC",
-        10,
-        "not supported",
+    "nonlinear_kinetic": (
+        "STATE { a b c }\nBREAKPOINT { SOLVE k METHOD sparse i = g*v }\n"
+        "KINETIC k {\n  ~ a + b <-> c (1, 2)\n}\n",
+        "~",
+        11,
+        "nonlinear",
     ),
     "net_receive": (
         "BREAKPOINT { i = g*v }\nNET_RECEIVE (w) {\n  i = w\n}\n",

@@ -254,17 +254,43 @@ BREAKPOINT { SOLVE s METHOD sparse i = g*c*v }
 
 ERRORS = {
     "two_states": ("KINETIC s {\n  ~ a + b <-> c (k, k)\n}\n", "~", 7, "nonlinear"),
-    "coefficient": ("KINETIC s {\n  ~ 2a <-> c (k, k)\n  ~ b <-> c (k, k)\n}\n",
-                    "~", 7, "stoichiometric"),  # fmt: skip
-    "state_rate": ("KINETIC s {\n  ~ a <-> b (k*c, k)\n  ~ b <-> c (k, k)\n}\n",
-                   "~", 7, "depends on the scheme's state c"),  # fmt: skip
-    "compartment": ("KINETIC s {\n  COMPARTMENT 2 {a b}\n  ~ a <-> b (k, k)\n}\n",
-                    "COMPARTMENT", 7, "COMPARTMENT volumes"),  # fmt: skip
-    "in_if": ("KINETIC s {\n  if (v > 0) {\n    ~ a <-> b (k, k)\n  }\n"
-              "  ~ b <-> c (k, k)\n}\n", "~", 8, "inside if"),  # fmt: skip
-    "flux_var": ("KINETIC s {\n  ~ a <-> b (k, k)\n  i = f_flux\n  ~ b <-> c (k, k)\n}\n",
-                 "f_flux", 8, "flux"),  # fmt: skip
-    "method": ("KINETIC t {\n  ~ a <-> b (k, k)\n}\n", "SOLVE", 5, "KINETIC blocks take"),
+    "coefficient": (
+        "KINETIC s {\n  ~ 2a <-> c (k, k)\n  ~ b <-> c (k, k)\n}\n",
+        "~",
+        7,
+        "stoichiometric",
+    ),  # fmt: skip
+    "state_rate": (
+        "KINETIC s {\n  ~ a <-> b (k*c, k)\n  ~ b <-> c (k, k)\n}\n",
+        "~",
+        7,
+        "depends on the scheme's state c",
+    ),  # fmt: skip
+    "compartment": (
+        "KINETIC s {\n  COMPARTMENT 2 {a b}\n  ~ a <-> b (k, k)\n}\n",
+        "COMPARTMENT",
+        7,
+        "COMPARTMENT volumes",
+    ),  # fmt: skip
+    "in_if": (
+        "KINETIC s {\n  if (v > 0) {\n    ~ a <-> b (k, k)\n  }\n"
+        "  ~ b <-> c (k, k)\n}\n",
+        "~",
+        8,
+        "inside if",
+    ),  # fmt: skip
+    "flux_var": (
+        "KINETIC s {\n  ~ a <-> b (k, k)\n  i = f_flux\n  ~ b <-> c (k, k)\n}\n",
+        "f_flux",
+        8,
+        "flux",
+    ),  # fmt: skip
+    "method": (
+        "KINETIC t {\n  ~ a <-> b (k, k)\n}\n",
+        "SOLVE",
+        5,
+        "KINETIC blocks take",
+    ),  # fmt: skip
 }
 
 
