@@ -58,6 +58,8 @@ def read_mod(path: pathlib.Path) -> ir.Module:
         breakpoint=None,
         derivatives={},
         lines={},
+        point_process=False,
+        net_receive=None,
     )
     for b in program.blocks:
         t = _node(b)
@@ -70,6 +72,9 @@ def read_mod(path: pathlib.Path) -> ir.Module:
         ):
             if t == "Model":
                 d["title"] = b.title.eval().strip() if hasattr(b, "title") else ""
+            continue
+        if t == "NetReceiveBlock" and d["point_process"]:
+            _net_receive(r, b, d)
             continue
         if t in _UNSUPPORTED:
             r.cursor = 1
@@ -174,14 +179,15 @@ def _neuron_block(r: _Reader, b, d):
             kind = s.type.get_node_name()
             name = s.name.get_node_name()
             line = r.stmt_line(rf"\b{kind}\b")
-            if kind != "SUFFIX":
+            if kind not in ("SUFFIX", "POINT_PROCESS"):
                 r.fail(
                     line,
                     kind,
-                    f"{name}: point processes are not supported yet "
-                    "(only density mechanisms, SUFFIX)",
+                    f"{name}: artificial cells are not supported yet "
+                    "(density mechanisms, SUFFIX, and point processes, POINT_PROCESS)",
                 )
             d["suffix"] = name
+            d["point_process"] = kind == "POINT_PROCESS"
             d["lines"]["SUFFIX"] = line
         elif t == "Useion":
             ion = s.name.get_node_name()
@@ -225,6 +231,23 @@ def _neuron_block(r: _Reader, b, d):
                 t,
                 f"{nmodl.to_nmodl(s).strip()!r} in the NEURON block is not supported",
             )
+
+
+def _net_receive(r: _Reader, b, d):
+    """`NET_RECEIVE(weight) {...}` of a point process: a PROCEDURE-like block
+    over its arguments."""
+    line = r.block_line(r"\bNET_RECEIVE\b")
+    params = tuple(a.name.get_node_name() for a in b.parameters)
+    if len(params) != 1:
+        r.fail(
+            line,
+            "NET_RECEIVE",
+            f"NET_RECEIVE{params}: exactly one argument (the NetCon's weight) is "
+            "supported (weight vectors and flags are not supported yet)",
+        )
+    body = r.stmts(b.statement_block)
+    d["net_receive"] = ir.Callable("PROCEDURE", "NET_RECEIVE", params, body, line)
+    d["lines"]["NET_RECEIVE"] = line
 
 
 def _finish(r: _Reader, d):

@@ -155,6 +155,10 @@ def _field_name(path, line, name):
 def make_class(module: ir.Module, neuron_schemes: bool = True):
     """The mechanism class for `module` (`neuron_schemes`: see `load_nmodl`)."""
     src = Source(module, neuron_schemes)
+    if module.point_process:
+        from ._point import derived_names
+
+        src.derived = derived_names(module)
     source = src.generate()
     filename = f"<nmodl {label_of(module.path)}:{module.suffix} #{next(_counter)}>"
     ns = compile_source(source, filename)
@@ -234,32 +238,36 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
         ns["initial"](m)
         return {s: _runtime.as_n(getattr(m, py(s)), v) for s in module.states}
 
-    doc = _docstring(module, fields, src)
+    info = NmodlInfo(
+        path=module.path,
+        suffix=module.suffix,
+        title=module.title,
+        source=source,
+        filename=filename,
+        parameters=dict(fields),
+        state_lines=dict(src.state_lines),
+        forms=dict(src.forms),
+        methods=tuple(
+            s.method
+            for s in (module.breakpoint.body if module.breakpoint else ())
+            if isinstance(s, ir.Solve)
+        ),
+        tables=tuple(n for n, c in module.callables.items() if c.has_table),
+        functions=ns,
+    )
+    if module.point_process:
+        from ._point import make_point_class
+
+        return make_point_class(module, fields, ns, derivs, info)
     namespace = {
         "__annotations__": {f: Float[ArrayLike, "*n"] for f in fields},
         **{f: module.parameters[p] for f, p in fields.items()},
-        "__doc__": doc,
+        "__doc__": _docstring(module, fields, src),
         "__module__": "stable_ode.nmodl.generated",
         "kinetics": kinetics,
         "current": current,
         "init_states": init_states,
-        "nmodl": NmodlInfo(
-            path=module.path,
-            suffix=module.suffix,
-            title=module.title,
-            source=source,
-            filename=filename,
-            parameters=dict(fields),
-            state_lines=dict(src.state_lines),
-            forms=dict(src.forms),
-            methods=tuple(
-                s.method
-                for s in (module.breakpoint.body if module.breakpoint else ())
-                if isinstance(s, ir.Solve)
-            ),
-            tables=tuple(n for n, c in module.callables.items() if c.has_table),
-            functions=ns,
-        ),
+        "nmodl": info,
     }
     if ions:
         namespace["ions"] = ions

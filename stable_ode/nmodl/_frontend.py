@@ -177,7 +177,12 @@ class _Reader:
             if name in RANDOM_FUNCTIONS:
                 self.fail(self.cursor, f"{name}()", "random numbers are not supported")
             if name in EVENT_FUNCTIONS:
-                self.fail(self.cursor, f"{name}()", "events are not supported")
+                self.fail(
+                    self.cursor,
+                    f"{name}()",
+                    "self-events and event functions are not supported yet "
+                    "(a NET_RECEIVE may only add to states)",
+                )
             return ir.Call(name, tuple(self.expr(a) for a in n.arguments))
         self.fail(self.cursor, t, f"expression {self.nmodl.to_nmodl(n)!r}")
 

@@ -184,7 +184,8 @@ class Ion:
 
 @dataclasses.dataclass(frozen=True)
 class Module:
-    """One density mechanism (`SUFFIX`) of one `.mod` file.
+    """One density mechanism (`SUFFIX`) or point process (`POINT_PROCESS`,
+    `suffix` its name) of one `.mod` file.
 
     - `parameters`: `PARAMETER`s that become fields, name → default value.
     - `assigned`: `ASSIGNED` names (computed per compartment, start at 0).
@@ -215,3 +216,5 @@ class Module:
     breakpoint: Block | None
     derivatives: dict[str, Block]  # DERIVATIVE and KINETIC blocks by name
     lines: dict[str, int]
+    point_process: bool = False  # POINT_PROCESS (else SUFFIX)
+    net_receive: Callable | None = None  # NET_RECEIVE(args) as a PROCEDURE

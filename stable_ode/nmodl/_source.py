@@ -43,6 +43,9 @@ class Source:
         self.chunks: list[str] = []
         self.solved: list[ir.Block] = []
         self.methods: dict[str, str] = {}
+        # Values INITIAL computes that the other blocks read (a point process's
+        # `factor`): recomputed from the parameters (see `_point.py`).
+        self.derived: set[str] = set()
 
     def fail(self, line, construct, problem):
         raise NmodlError(self.module.path, line, construct, problem)
@@ -56,6 +59,8 @@ class Source:
         mod = self.module
         for c in mod.callables.values():
             self.callable(c)
+        if mod.net_receive is not None:
+            self.callable(mod.net_receive)
         bp = mod.breakpoint
         if bp is not None:
             for s in bp.body:
@@ -107,7 +112,13 @@ class Source:
             return f
 
         for blk in self.solved:
-            check_reads(mod, blk.body, exposed, set(), fail(f"{blk.kind} {blk.name}"))
+            check_reads(
+                mod,
+                blk.body,
+                exposed,
+                set(self.derived),
+                fail(f"{blk.kind} {blk.name}"),
+            )
         if mod.initial is not None:
             check_reads(mod, mod.initial.body, exposed, set(), fail("INITIAL"))
         if mod.breakpoint is not None:
@@ -121,7 +132,7 @@ class Source:
                     ]
                 else:
                     body.append(s)
-            check_reads(mod, body, exposed, set(), fail("BREAKPOINT"))
+            check_reads(mod, body, exposed, set(self.derived), fail("BREAKPOINT"))
 
     def solved_block(self, s: ir.Solve) -> ir.Block:
         blk = self.module.derivatives.get(s.block)
