@@ -134,3 +134,48 @@ def test_voltage_dependent_decay_is_an_error(tmp_path):
     )
     with pytest.raises(NmodlError, match="relax at a rate set by the parameters"):
         load_nmodl(path)
+
+
+def test_model_file_point_process(tmp_path):
+    """The model file's `point_processes` take an imported `POINT_PROCESS` by
+    name (from the top-level `nmodl` key), NetCons target it and records
+    name its states: the same run as the built-in `ExpSyn`."""
+    import json
+
+    (tmp_path / "p.mod").write_text(
+        NET.replace("i = g*v", "i = g*(v - e)").replace(
+            "tau = 2 (ms)", "tau = 2 (ms) e = 0 (mV)"
+        )
+        + "NET_RECEIVE(w) {\n  g = g + w\n}\n"
+    )
+
+    cell = {
+        "mechanisms": [{"name": "hh"}],
+        "sections": [{"name": "soma", "length": 20.0, "diameter": 20.0}],
+    }
+    model = {
+        "format": "stable_ode.model/1",
+        "t_stop": 5.0,
+        "nmodl": ["p.mod"],
+        "cells": [{"name": "a", **cell}, {"name": "b", **cell}],
+        "point_processes": [
+            {"name": "s", "kind": "P", "cell": "a", "section": "soma",
+             "params": {"tau": 1.5}},
+            {"name": "t", "kind": "ExpSyn", "cell": "b", "section": "soma",
+             "params": {"tau": 1.5}}],
+        "netcons": [{"source": {"spike_times": [1.0]}, "target": x, "delay": 0.5,
+                     "weight": 0.01} for x in "st"],
+        "record": [{"name": "va", "cell": "a", "section": "soma"},
+                   {"name": "vb", "cell": "b", "section": "soma"},
+                   {"name": "gs", "point_process": "s", "variable": "g"},
+                   {"name": "gt", "point_process": "t", "variable": "g"}],
+        "integration": {"solver": "backward_euler", "dt": 0.025},
+    }  # fmt: skip
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(model))
+    out = {
+        k: np.asarray(x) for k, x in so.load_spec(path).simulate().recordings.items()
+    }
+    assert np.max(out["gs"]) > 0.005
+    np.testing.assert_allclose(out["va"], out["vb"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(out["gs"], out["gt"], rtol=0, atol=1e-15)
