@@ -95,6 +95,11 @@ def read_mod(path: pathlib.Path) -> ir.Module:
                     d["constants"][name] = _number(u.value)
                     continue
                 key = (_unit(nmodl, u.unit1), _unit(nmodl, u.unit2))
+                scale = 1.0
+                prefixed = re.fullmatch(r"([0-9.]+(?:e[-+]?[0-9]+)?)(\D.*)", key[1])
+                if prefixed and (key[0], prefixed.group(2)) in _UNIT_FACTORS:
+                    scale = float(prefixed.group(1))  # (faraday) (10000coulomb)
+                    key = (key[0], prefixed.group(2))
                 if u.gt is not None or key not in _UNIT_FACTORS:
                     r.fail(
                         uline,
@@ -103,7 +108,7 @@ def read_mod(path: pathlib.Path) -> ir.Module:
                         f"({key[1]}) is not known; write its value instead "
                         f"(known: {sorted(_UNIT_FACTORS)})",
                     )
-                d["constants"][name] = _UNIT_FACTORS[key]
+                d["constants"][name] = _UNIT_FACTORS[key] / scale
         elif t == "ParamBlock":
             for p in b.statements:
                 name = p.name.get_node_name()

@@ -31,6 +31,7 @@ from ._kinetics import (
     markov_scheme,
     scheme_steady_state,
 )
+from ._point import derived_names
 from ._runtime import typed
 from ._source import Source
 
@@ -155,10 +156,7 @@ def _field_name(path, line, name):
 def make_class(module: ir.Module, neuron_schemes: bool = True):
     """The mechanism class for `module` (`neuron_schemes`: see `load_nmodl`)."""
     src = Source(module, neuron_schemes)
-    if module.point_process:
-        from ._point import derived_names
-
-        src.derived = derived_names(module)
+    src.derived = derived_names(module)
     source = src.generate()
     filename = f"<nmodl {label_of(module.path)}:{module.suffix} #{next(_counter)}>"
     ns = compile_source(source, filename)
@@ -203,7 +201,13 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
         values |= dict(v=v, celsius=env.celsius, diam=env.diam)
         if uses_area:
             values["area"] = None if env.area is None else env.area * 1e8
-        return _runtime.Vars(**{py(k): val for k, val in values.items()})
+        m = _runtime.Vars(**{py(k): val for k, val in values.items()})
+        if src.derived:  # values INITIAL computes from the parameters
+            m0 = m.copy()
+            ns["initial"](m0)
+            for k in src.derived:
+                setattr(m, py(k), getattr(m0, py(k)))
+        return m
 
     derivs = [ns[f"deriv_{b.name}"] for b in src.solved]
 

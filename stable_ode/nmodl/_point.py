@@ -35,7 +35,7 @@ from .._stimulus import Site
 from ..events._arrivals import Arrivals
 from ..events._groups import AbstractArrivalGroup, Held
 from . import _ir as ir, _runtime
-from ._analysis import names_in, walk
+from ._analysis import effects, names_in, StateDependence, walk
 from ._codegen import py
 from ._errors import NmodlError
 
@@ -44,17 +44,28 @@ _T_NONE = -1e-30  # as the built-in synapses: nothing delivered yet
 
 
 def derived_names(module: ir.Module) -> set[str]:
-    """The `PARAMETER`s and `ASSIGNED`s that `INITIAL` assigns."""
+    """The `PARAMETER`s and `ASSIGNED`s that `INITIAL` assigns (directly or
+    through the procedures it calls) from values that do not change during a
+    run (parameters, `celsius`, geometry; not `v`, the states or the ions):
+    NEURON computes them once, and so does any re-evaluation of INITIAL."""
     if module.initial is None:
         return set()
+    fx = effects(module)
     out = set()
-    local = set()
     for s in walk(module.initial.body):
-        if isinstance(s, ir.Local):
-            local |= set(s.names)
-        if isinstance(s, ir.Assign) and s.target not in local:
+        if isinstance(s, ir.Assign):
             out.add(s.target)
-    return (out - set(module.states)) & (set(module.parameters) | set(module.assigned))
+        elif isinstance(s, ir.CallStmt) and s.fn in fx:
+            out |= fx[s.fn][1]
+        elif isinstance(s, ir.Local):
+            out -= set(s.names)
+    out = (out - set(module.states)) & (set(module.parameters) | set(module.assigned))
+    dep = StateDependence(module, fx)
+    ion_vars = {x for ion in module.ions for x in ion.read + ion.write}
+    dep.states = set(module.states) | ion_vars | {"v", "t", "dt"}
+    for s in module.initial.body:
+        dep.step(s)
+    return {n for n in out if not dep.deps.get(n)}
 
 
 def receive_increments(module: ir.Module) -> dict[str, int]:
