@@ -204,7 +204,7 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
         m = _runtime.Vars(**{py(k): val for k, val in values.items()})
         if src.derived:  # values INITIAL computes from the parameters
             m0 = m.copy()
-            ns["initial"](m0)
+            ns["initial_derived"](m0)
             for k in src.derived:
                 setattr(m, py(k), getattr(m0, py(k)))
         return m

@@ -121,7 +121,7 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         m = _runtime.Vars(**{py(k): x for k, x in values.items()})
         if sp.derived:
             m0 = m.copy()
-            sp.ns["initial"](m0)
+            sp.ns["initial_derived"](m0)
             for k in sp.derived:
                 setattr(m, py(k), getattr(m0, py(k)))
         return m

@@ -83,8 +83,13 @@ class Source:
                     "solved by BREAKPOINT",
                 )
         self.check_reads()
-        for blk, name in ((mod.initial, "initial"), (bp, "breakpoint")):
+        entries = [(mod.initial, "initial"), (bp, "breakpoint")]
+        if self.derived:  # INITIAL without its steady-state solves
+            entries.append((mod.initial, "initial_derived"))
+        for blk, name in entries:
             em = self.emitter()
+            if name == "initial_derived":
+                em.solve = lambda em, s, sc: None
             if blk is not None:
                 em.emit(f'"""{blk.kind} ({self.label}:{blk.line})"""')
             em.emit("l = Vars()")
