@@ -200,8 +200,9 @@ SPLIT = {
     name: "a scheme that reads cai written by another mechanism: NEURON's state "
     "step reads the cai that the pool computed earlier in the same step, our "
     "BackwardEuler advances every group from the states of the step's start "
-    "(a first-order splitting difference: 0.017 mV in v for kca; the scheme's "
-    "own step is NEURON's to rounding, test_scheme_step_replays_neuron)"
+    "(a first-order splitting difference: 0.75 mV in kca's spiking v, 0.25% in "
+    "release.mod's populations; the scheme's own step is NEURON's to rounding, "
+    "test_scheme_step_replays_neuron)"
     for name in ("kca", "rel")
 }
 
