@@ -29,8 +29,10 @@ NOT_YET = {"VClamp": "VClamp is not supported yet"}
 _NEURON_NAMES = {"del": "delay"}  # NEURON's parameter name → the field's
 
 
-def read_point_processes(r: Reader, raw, where: str, sites) -> tuple:
-    """The `point_processes` list → point-process objects (each named)."""
+def read_point_processes(r: Reader, raw, where: str, sites, imported=None) -> tuple:
+    """The `point_processes` list → point-process objects (each named);
+    `imported`: the `POINT_PROCESS` classes of the model's `nmodl` files, by
+    name."""
     out = []
     for i, item in enumerate(r.seq(raw, where)):
         w = f"{where}[{i}]"
@@ -44,7 +46,7 @@ def read_point_processes(r: Reader, raw, where: str, sites) -> tuple:
         kind = r.string(item["kind"], key(w, "kind"))
         if kind in NOT_YET:
             r.fail(key(w, "kind"), NOT_YET[kind])
-        kinds = REGISTRY.point_processes
+        kinds = {**REGISTRY.point_processes, **(imported or {})}
         if kind not in kinds:
             r.fail(
                 key(w, "kind"),
@@ -75,9 +77,11 @@ def read_point_processes(r: Reader, raw, where: str, sites) -> tuple:
     return tuple(out)
 
 
-def read_netcons(r: Reader, raw, where: str, kinds: dict[str, str]) -> tuple:
+def read_netcons(
+    r: Reader, raw, where: str, kinds: dict[str, str], receivers=("ExpSyn", "Exp2Syn")
+) -> tuple:
     """The `netcons` list → `NetCon`s (targets by name; `kinds`: the kind of
-    each point process by name)."""
+    each point process by name; `receivers`: the kinds that take events)."""
     names = list(kinds)
     out = []
     for i, item in enumerate(r.seq(raw, where)):
@@ -129,11 +133,11 @@ def read_netcons(r: Reader, raw, where: str, kinds: dict[str, str]) -> tuple:
                 f"unknown point process {target!r}{suggest(target, names)} "
                 f"(point processes: {listing(names)})",
             )
-        if kinds[target] not in ("ExpSyn", "Exp2Syn"):
+        if kinds[target] not in receivers:
             r.fail(
                 key(w, "target"),
                 f"{target!r} is a {kinds[target]}, which receives no NetCon events "
-                "(targets: ExpSyn, Exp2Syn)",
+                f"(targets: {', '.join(receivers)})",
             )
         delay = r.number(item.get("delay", 1.0), key(w, "delay"), ge=0)
         weight = r.number(item.get("weight", 0.0), key(w, "weight"))
@@ -152,9 +156,12 @@ def read_spikes(r: Reader, raw, where: str) -> None:
         )
 
 
-def read_point_record(r: Reader, raw, where: str, kinds: dict) -> PointRecording:
+def read_point_record(
+    r: Reader, raw, where: str, kinds: dict, recordable=None
+) -> PointRecording:
     """A record entry `{"name", "point_process", "variable"}`; `kinds`: the
-    kind of each point process by name."""
+    kind of each point process by name; `recordable`: more kinds' variables
+    (imported point processes)."""
     raw = r.table(raw, where, required=("name", "point_process", "variable"))
     name = r.name(raw["name"], key(where, "name"))
     if name in RESERVED_OUTPUT_NAMES:
@@ -168,7 +175,7 @@ def read_point_record(r: Reader, raw, where: str, kinds: dict) -> PointRecording
             f"{listing(names)})",
         )
     var = r.string(raw["variable"], key(where, "variable"))
-    ok = RECORDABLE.get(kinds[pp], ())
+    ok = {**RECORDABLE, **(recordable or {})}.get(kinds[pp], ())
     if var not in ok:
         r.fail(
             key(where, "variable"),

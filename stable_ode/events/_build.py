@@ -38,6 +38,17 @@ class PointRecording(eqx.Module):
 _GROUPS = {ExpSyn: ExpSynGroup, Exp2Syn: Exp2SynGroup}
 
 
+def _imported(pp) -> bool:
+    """Whether `pp` is a point process imported from an NMODL file
+    (`stable_ode.load_nmodl`), which builds its own group."""
+    return callable(getattr(type(pp), "make_point_process_group", None))
+
+
+def _receives(pp) -> bool:
+    """Whether an imported point process has a NET_RECEIVE."""
+    return _imported(pp) and bool(getattr(type(pp), "receives_events", False))
+
+
 def _name(pp, k, counts) -> str:
     if pp.name is not None:
         return str(pp.name)
@@ -61,7 +72,7 @@ def build_events(
     counts: dict = {}
     names = []
     for k, pp in enumerate(pps):
-        if type(pp) not in POINT_PROCESS_KINDS.values():
+        if type(pp) not in POINT_PROCESS_KINDS.values() and not _imported(pp):
             raise InvalidArgument(
                 "build",
                 f"point_processes[{k}]",
@@ -106,7 +117,7 @@ def build_events(
             )
         source, target, delay, weight = nc.source, nc.target, nc.delay, nc.weight
         k = find(target, where)
-        if type(pps[k]) not in _GROUPS:
+        if type(pps[k]) not in _GROUPS and not _receives(pps[k]):
             raise InvalidArgument(
                 "build",
                 where,
@@ -159,6 +170,24 @@ def build_events(
                 index=index,
                 names=gnames,
             )
+        for j, k in enumerate(ks):
+            where_of[k] = (len(groups), j)
+        groups.append(group)
+    for kind in by_kind:  # point processes imported from NMODL files
+        if not _imported(pps[by_kind[kind][0]]):
+            continue
+        ks = by_kind[kind]
+        index = jnp.asarray([index_of(pps[k].site) for k in ks], jnp.int32)
+        arr = None
+        if kind in arrivals and sum(t.size for t in arrivals[kind][0]):
+            t, e, n, w = arrivals[kind]
+            arr = build_arrivals(
+                np.concatenate(t), np.concatenate(e), np.concatenate(n), w, dtype
+            )
+        names_k = tuple(names[k] for k in ks)
+        group = kind.make_point_process_group(
+            [pps[k] for k in ks], index, arr, names_k, dtype
+        )
         for j, k in enumerate(ks):
             where_of[k] = (len(groups), j)
         groups.append(group)
