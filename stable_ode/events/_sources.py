@@ -137,7 +137,8 @@ class SpikeLog(_NoCurrent):
         hit = cross[self.source]
         k = count[self.source].astype(jnp.int32)
         fits = hit & (k < c)
-        slot = jnp.arange(self.source.shape[0]) * c + jnp.minimum(k, c - 1)
+        slot = jnp.arange(self.source.shape[0], dtype=jnp.int32) * c
+        slot = slot + jnp.minimum(k, c - 1)
         t = states["t"]
         t = t.at[slot].set(jnp.where(fits, tc[self.source], t[slot]))
         full = jnp.repeat(hit & ~fits, c)
@@ -184,7 +185,7 @@ def build_sources(cell_netcons, spike_recordings, index_of, dtype):
     `cell_netcons`: `(j, kind, entry,
     netcon)` with `j` the NetCon's position (for errors)."""
     sources: dict = {}  # (compartment, threshold) -> source number
-    comp, thr, horizon, pending = [], [], [], [2]
+    comp, thr, horizon, pending = [], [], [], [1]
 
     def source(site, threshold, where) -> int:
         try:

@@ -138,8 +138,8 @@ def test_bad_input():
         )
     with pytest.raises(ValueError, match="delay"):
         so.NetCon(so.SpikeTimes([1.0]), syn, delay=-1.0)
-    with pytest.raises(ValueError, match="not supported yet"):
-        so.NetCon(SITE, syn)
+    with pytest.raises(ValueError, match=r"delay.*> 0 ms for a cell-voltage"):
+        so.NetCon(SITE, syn, delay=0.0)
     with pytest.raises(ValueError, match="tau"):
         so.ExpSyn(SITE, tau=0.0)
     with pytest.raises(ValueError, match="times"):

@@ -17,7 +17,12 @@ BASE = {
             "name": "a",
             "sections": [{"name": "soma", "length": 20.0, "diameter": 20.0}],
             "mechanisms": [{"name": "hh"}],
-        }
+        },
+        {
+            "name": "b",
+            "sections": [{"name": "soma", "length": 20.0, "diameter": 20.0}],
+            "mechanisms": [{"name": "hh"}],
+        },
     ],
     "point_processes": [
         {
@@ -42,6 +47,13 @@ BASE = {
             "section": "soma",
             "params": {"del": 2.0, "dur": 1.0, "amp": 0.2},
         },
+        {
+            "name": "vc2",
+            "kind": "VClamp",
+            "cell": "b",
+            "section": "soma",
+            "params": {"dur": [1.0, 2.0, 1.0], "amp": [-70.0, -20.0, -60.0]},
+        },
     ],
     "netcons": [
         {"source": {"spike_times": [1.0, 2.5]}, "target": "syn0", "weight": 0.01},
@@ -59,12 +71,23 @@ BASE = {
             "delay": 1.0,
             "weight": 0.004,
         },
+        {
+            "source": {"cell": "a", "section": "soma", "position": 0.5},
+            "threshold": -20.0,
+            "target": "syn0",
+            "delay": 1.5,
+            "weight": 0.001,
+        },
     ],
-    "spikes": [],
+    "spikes": [
+        {"name": "a_spikes", "cell": "a", "section": "soma", "threshold": -20.0}
+    ],
     "record": [
         {"name": "soma", "cell": "a", "section": "soma"},
         {"name": "vc_i", "point_process": "vc", "variable": "i"},
         {"name": "g", "point_process": "syn0", "variable": "g"},
+        {"name": "vc2_i", "point_process": "vc2", "variable": "i"},
+        {"name": "syn0_i", "point_process": "syn0", "variable": "i"},
     ],
     "integration": {"solver": "backward_euler", "dt": 0.025, "dtype": "float64"},
 }
@@ -76,24 +99,39 @@ def test_file_equals_python():
     syn = so.Exp2Syn(site, tau1=0.5, tau2=5.0, e=0.0, name="syn0")
     vc = so.SEClamp(site, rs=0.5, dur1=1.0, amp1=-70.0, name="vc")
     ic = so.IClamp(site, delay=2.0, dur=1.0, amp=0.2, name="ic")
+    site_b = so.Site("b", "soma", 0.5)
+    vc2 = so.VClamp(site_b, dur=(1.0, 2.0, 1.0), amp=(-70.0, -20.0, -60.0), name="vc2")
     ncs = [
         so.NetCon(so.SpikeTimes([1.0, 2.5]), syn, weight=0.01),
         so.NetCon(so.NetStim(1.0, 3, 2.0, 0.0, 1), syn, delay=1.0, weight=0.004),
+        so.NetCon(site, syn, delay=1.5, weight=0.001, threshold=-20.0),
     ]
-    cell = so.Cell(
-        "a", [so.Section("soma", length=20.0, diameter=20.0)], [so.Insert(so.HH())]
-    )
+    cells = [
+        so.Cell(
+            c, [so.Section("soma", length=20.0, diameter=20.0)], [so.Insert(so.HH())]
+        )
+        for c in "ab"
+    ]
     rec = [
         so.Recording("soma", site),
         so.PointRecording("vc_i", vc, "i"),
         so.PointRecording("g", syn, "g"),
+        so.PointRecording("vc2_i", vc2, "i"),
+        so.PointRecording("syn0_i", syn, "i"),
+        so.SpikeRecording("a_spikes", site, threshold=-20.0),
     ]
-    model = so.build([cell], point_processes=[syn, vc, ic], netcons=ncs, recordings=rec)
+    model = so.build(
+        cells, point_processes=[syn, vc, ic, vc2], netcons=ncs, recordings=rec
+    )
     ref = so.simulate(model, 6.0, 0.025)
     assert np.max(np.asarray(ref.recordings["g"])) > 0.005
     assert np.max(np.abs(np.asarray(ref.recordings["vc_i"]))) > 1.0
-    for k in ("soma", "vc_i", "g"):
+    assert np.max(np.abs(np.asarray(ref.recordings["vc2_i"]))) > 1.0
+    for k in ("soma", "vc_i", "g", "vc2_i", "syn0_i"):
         np.testing.assert_array_equal(out.recordings[k], ref.recordings[k])
+    spikes = np.asarray(ref.spikes["a_spikes"])
+    assert np.sum(np.isfinite(spikes)) == 1  # the IClamp's spike
+    np.testing.assert_array_equal(out.spikes["a_spikes"], spikes)
 
 
 def _bad(edit):
@@ -112,16 +150,24 @@ def _bad(edit):
         ),
         (lambda r: r["netcons"][0].update(delay=-1.0), r"netcons\[0\]\.delay", ">= 0"),
         (
-            lambda r: r["netcons"][0].update(
-                source={"cell": "a", "section": "soma"}, threshold=-20.0
-            ),
-            r"netcons\[0\]\.source",
-            "not supported yet",
+            lambda r: r["netcons"][2].update(delay=0.0),
+            r"netcons\[2\]\.delay",
+            "> 0 ms for a cell-voltage source",
         ),
         (
-            lambda r: r["point_processes"][0].update(kind="VClamp"),
-            r"point_processes\[0\]\.kind",
-            "not supported yet",
+            lambda r: r["netcons"][2]["source"].update(section="dend"),
+            r"netcons\[2\]\.source\.section",
+            "unknown section",
+        ),
+        (
+            lambda r: r["netcons"][0].update(threshold=-20.0),
+            r"netcons\[0\]\.threshold",
+            "only a cell-voltage source",
+        ),
+        (
+            lambda r: r["point_processes"][3]["params"].update(dur=[1.0, 2.0]),
+            r"point_processes\[3\]\.params\.dur",
+            "3 numbers",
         ),
         (
             lambda r: r["point_processes"][0].update(kind="ExpSin"),
@@ -149,11 +195,14 @@ def _bad(edit):
             "recordable",
         ),
         (
-            lambda r: r["spikes"].append(
-                {"name": "a", "cell": "a", "section": "soma", "threshold": -20.0}
-            ),
-            "spikes",
-            "not supported yet",
+            lambda r: r["spikes"][0].update(cell="zz"),
+            r"spikes\[0\]\.cell",
+            "unknown cell",
+        ),
+        (
+            lambda r: r["spikes"][0].update(name="soma"),
+            "record",
+            "duplicate",
         ),
         (
             lambda r: r["netcons"][1].update(target="ic"),
