@@ -122,55 +122,38 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         """The increments of the states by arrivals at synapses `entry` with
         weights `w` (µS), decayed over `age` ms since their arrival."""
 
-    def cell_arrivals(self):
-        """The NetCons from threshold sources into this group
-        (`stable_ode.events._sources.CellArrivals`), or `None`."""
+    def cell_arrivals(self) -> CellArrivals | None:
+        """The NetCons from threshold sources into this group, or `None` (the
+        default). The event stepping delivers them after `before_step` and
+        `after_step`, by `jump`, over the same intervals (from the
+        `t_delivered` state), and then calls `with_current`."""
         return None
 
     def before_step(self, t0, t1, t_start, states, span):
         del t1
-        return self.deliver_before(t0, t_start, states, span, None)
-
-    def after_step(self, t0, t1, v1, states, span):
-        del t0
-        return self.with_current(v1, self.deliver_after(t1, states, span, None))
-
-    def with_current(self, v, states):
-        """`states` with the recorded current `i` (nA, outward: NEURON's
-        `syn.i`) at voltages `v` (mV, all compartments); unchanged for a
-        group without an `i` state."""
-        if "i" not in states:
-            return states
-        return {**states, "i": self.current(None, v, states)}
-
-    def deliver_before(self, t0, t_start, states, span, ring):
-        """`before_step`'s delivery: the arrivals up to and at `t0`, from the
-        sorted `arrivals` and, given the sources' `ring` (their `spikes`
-        state), from `cell_arrivals()`."""
-        arrivals, cell = self.arrivals, self.cell_arrivals()
-        if arrivals is None and (cell is None or ring is None):
-            return states
         t_done = jnp.maximum(states["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
-        out = _deliver(arrivals, states, t_done, t0, t0, span, True, self.jump)
-        if cell is not None and ring is not None:
-            out = cell.deliver(out, ring, t_done, t0, t0, True, self.jump)
+        out = dict(
+            _deliver(self.arrivals, states, t_done, t0, t0, span, True, self.jump)
+        )
         out["t_delivered"] = jnp.full_like(states["t_delivered"], t0)
         return out
 
-    def deliver_after(self, t1, states, span, ring):
-        """`after_step`'s delivery: the arrivals strictly before `t1`, decayed
-        to `t1`."""
-        arrivals, cell = self.arrivals, self.cell_arrivals()
-        if arrivals is None and (cell is None or ring is None):
-            return states
+    def after_step(self, t0, t1, v1, states, span):
+        del t0
         t_done = states["t_delivered"][0]
-        out = _deliver(arrivals, states, t_done, t1, t1, span, False, self.jump)
-        if cell is not None and ring is not None:
-            out = cell.deliver(out, ring, t_done, t1, t1, False, self.jump)
+        out = dict(
+            _deliver(self.arrivals, states, t_done, t1, t1, span, False, self.jump)
+        )
         out["t_delivered"] = jnp.full_like(
             states["t_delivered"], jnp.nextafter(t1, -jnp.inf)
         )
-        return out
+        return self.with_current(v1, out)
+
+    def with_current(self, v, states):
+        """`states` with their recorded current at voltages `v` (mV, all
+        compartments), if the group records one (none by default)."""
+        del v
+        return states
 
     def jump_times(self, dtype):
         if self.arrivals is None:
@@ -215,6 +198,9 @@ class ExpSynGroup(AbstractArrivalGroup):
 
     def cell_arrivals(self):
         return self.cell
+
+    def with_current(self, v, states):
+        return {**states, "i": self.current(None, v, states)}
 
 
 def _exp2_taus(tau1, tau2):
@@ -271,6 +257,9 @@ class Exp2SynGroup(AbstractArrivalGroup):
 
     def cell_arrivals(self):
         return self.cell
+
+    def with_current(self, v, states):
+        return {**states, "i": self.current(None, v, states)}
 
 
 class AlphaSynapseGroup(AbstractPointProcessGroup):

@@ -187,7 +187,12 @@ def build_sources(cell_netcons, spike_recordings, index_of, dtype):
     sources: dict = {}  # (compartment, threshold) -> source number
     comp, thr, horizon, pending = [], [], [], [1]
 
+    seen: dict = {}  # (cell, section, position, threshold) -> source number
+
     def source(site, threshold, where) -> int:
+        fast = (site.cell, site.section, site.position, threshold)
+        if fast in seen:
+            return seen[fast]
         try:
             c = int(index_of(site))
         except ValueError as e:
@@ -198,6 +203,7 @@ def build_sources(cell_netcons, spike_recordings, index_of, dtype):
             comp.append(c)
             thr.append(float(threshold))
             horizon.append(0.0)
+        seen[fast] = sources[key]
         return sources[key]
 
     parts: dict = {}

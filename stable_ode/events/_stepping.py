@@ -90,9 +90,12 @@ class EventSteps(AbstractWrappedSolver):
         ring0 = _ring(model, y0)
 
         def before(g, x):
-            if isinstance(g, AbstractArrivalGroup):
-                return g.deliver_before(t0, t_start, x, span, ring0)
-            return g.before_step(t0, t1, t_start, x, span)
+            y = g.before_step(t0, t1, t_start, x, span)
+            cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
+            if cell is None or ring0 is None:
+                return y
+            t_lo = jnp.maximum(x["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
+            return cell.deliver(y, ring0, t_lo, t0, t0, True, g.jump)
 
         y0 = _hook(model, y0, before)
         y1, y_error, dense, inner, result = self.solver.step(
@@ -103,12 +106,14 @@ class EventSteps(AbstractWrappedSolver):
         ring1 = _ring(model, y1)
 
         def after(g, x):
-            if isinstance(g, AbstractArrivalGroup):
-                x = g.deliver_after(t1, x, span, ring1)
-                return g.with_current(v1, x)
             if isinstance(g, (ThresholdSources, SpikeLog)):
                 return x
-            return g.after_step(t0, t1, v1, x, span)
+            y = g.after_step(t0, t1, v1, x, span)
+            cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
+            if cell is None or ring1 is None:
+                return y
+            y = cell.deliver(y, ring1, x["t_delivered"][0], t1, t1, False, g.jump)
+            return g.with_current(v1, y)
 
         y1 = _hook(model, y1, after)
         return y1, y_error, dense, (inner, t_start), result
