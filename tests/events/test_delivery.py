@@ -159,7 +159,7 @@ def test_bad_input():
         so.build([CELL], point_processes=[syn, so.ExpSyn(SITE, name="s")])
     with pytest.raises(ValueError, match="recordable"):
         so.build(
-            [CELL], point_processes=[syn], recordings=[so.PointRecording("x", syn, "i")]
+            [CELL], point_processes=[syn], recordings=[so.PointRecording("x", syn, "A")]
         )
     with pytest.raises(ValueError, match="unknown cell"):
         so.build([CELL], point_processes=[so.ExpSyn(so.Site("zz", "soma"))])

@@ -95,7 +95,7 @@ def test_file_equals_python():
         so.Cell(
             c, [so.Section("soma", length=20.0, diameter=20.0)], [so.Insert(so.HH())]
         )
-        for c in "ab"
+        for c in "a"
     ]
     rec = [
         so.Recording("soma", site),
@@ -134,7 +134,9 @@ def test_vclamp_from_a_file():
     site = so.Site("a", "soma", 0.5)
     vc = so.VClamp(site, (1.0, 2.0, 1.0), (-70.0, -20.0, -60.0), gain=1e4, name="vc2")
     assert loaded.spec.point_processes == (vc,)
-    assert loaded.model.layout.point_recordings[0][:3] == ("vc2_i", 0, "i")
+    ((name, k, var, _),) = loaded.model.layout.point_recordings
+    assert (name, var) == ("vc2_i", "i")
+    assert loaded.model.groups[k].kind == "VClamp"
 
 
 def _bad(edit):
