@@ -103,13 +103,13 @@ def test_gradients_match_finite_differences():
     ncs = [
         so.NetCon(so.SpikeTimes([0.513]), syn, delay=0.2, weight=0.01),
         so.NetCon(so.NetStim(interval=0.7, number=2, start=0.31), syn2, weight=0.02),
-        so.NetCon(src, syn, delay=0.4, weight=0.01, threshold=-62.0),
+        so.NetCon(src, syn, delay=0.4, weight=0.01, threshold=-62.0, max_pending=1),
     ]
     model = so.build(
         [CELL, so.Cell("src", CELL.sections, CELL.mechanisms)],
         point_processes=[syn, syn2, ic],
         netcons=ncs,
-        recordings=[so.Recording("v", SITE), so.SpikeRecording("src", src, -62.0)],
+        recordings=[so.Recording("v", SITE), so.SpikeRecording("src", src, -62.0, 2)],
     )
 
     def loss(p):

@@ -50,8 +50,8 @@ def _network(delay=DELAY, **nc):
     ic = so.IClamp(A, delay=1.0, dur=1.0, amp=0.5)
     ncs = [so.NetCon(A, syn, delay=delay, weight=W, threshold=-20.0, **nc)]
     spikes = [
-        so.SpikeRecording("a", A, threshold=-20.0),
-        so.SpikeRecording("b", B, threshold=-20.0),
+        so.SpikeRecording("a", A, threshold=-20.0, max_spikes=4),
+        so.SpikeRecording("b", B, threshold=-20.0, max_spikes=4),
     ]
     return [syn, ic], ncs, spikes
 
