@@ -127,5 +127,7 @@ from .events import (  # events: point processes and NetCons
     NetStim as NetStim,
     PointRecording as PointRecording,
     SEClamp as SEClamp,
+    SpikeRecording as SpikeRecording,
     SpikeTimes as SpikeTimes,
+    VClamp as VClamp,
 )

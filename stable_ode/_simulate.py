@@ -16,6 +16,7 @@ from ._stepping import AbstractStepping, AdaptiveSteps, FixedSteps
 from ._stepping._base import Recorder, traced, whole_steps as _grid  # noqa: F401 (diagnose)
 from ._stepping.failure import raise_if_failed, reraise_short
 from ._stepping.fixed import _reverse_only
+from .events._stepping import event_outcome, has_events, spike_log
 
 
 class Simulation(eqx.Module):
@@ -40,6 +41,10 @@ class Simulation(eqx.Module):
       (`FixedSteps(plain_first=True)`, the default).
     - `final_state`: the `State` at `t1` (after a failure, the last good state, at
       `stats["t_fail"]`): pass it as `y0` with `t0=t1` to continue the run.
+    - `spikes`: dict from `stable_ode.SpikeRecording` name to its threshold
+      crossings (ms), an array of its `max_spikes`, padded with `inf` (so it
+      keeps its shape under `jit` and `vmap`): `t[np.isfinite(t)]`. A run
+      continued from a `final_state` keeps the earlier spikes.
 
     After a failure (`throw=False`), the samples at `ts > stats["t_fail"]` hold
     the last good value; `valid` masks them out.
@@ -51,6 +56,7 @@ class Simulation(eqx.Module):
     result: RESULTS
     solution: dfx.Solution | None
     final_state: State | None = None
+    spikes: dict[str, Float[Array, " nspike"]] = eqx.field(default_factory=dict)
 
     @property
     def valid(self) -> Bool[Array, " nsave"]:
@@ -87,8 +93,11 @@ def steps_from(
 @eqx.debug.assert_max_traces(max_traces=None)  # counted: `eqx.debug.get_num_traces`
 def _solve_counted(stepping, model, y0, times, solver, adjoint, limits, recorder):
     max_steps, throw, progress_meter = limits
-    out = stepping.solve(
-        model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
+    out = _with_events(
+        model,
+        stepping.solve(
+            model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
+        ),
     )
     if throw:
         recordings = raise_if_failed(out.recordings, out.result, out.stats["t_fail"])
@@ -99,12 +108,24 @@ def _solve_counted(stepping, model, y0, times, solver, adjoint, limits, recorder
 _solve = eqx.filter_jit(_solve_counted)
 
 
+def _with_events(model, out):
+    """`out` with a lost spike as its failure (events; a no-op without them)."""
+    if not has_events(model):
+        return out
+    result, stats = event_outcome(model, out.final_state, out.result, out.stats)
+    return eqx.tree_at(lambda o: (o.result, o.stats), out, (result, stats))
+
+
 @eqx.debug.assert_max_traces(max_traces=None)
 def _solve_plain_counted(stepping, model, y0, times, solver, adjoint, limits, recorder):
     max_steps, _, progress_meter = limits
-    return stepping.solve_plain(
+    out, ok = stepping.solve_plain(
         model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
     )
+    out = _with_events(model, out)
+    # Anything short of success (a lost spike too) goes to the safe solve, which
+    # reports it (and raises with `throw`).
+    return out, ok & (out.result == RESULTS.successful)
 
 
 _solve_plain = eqx.filter_jit(_solve_plain_counted)
@@ -223,4 +244,5 @@ def simulate(
         result=out.result,
         solution=out.solution,
         final_state=out.final_state,
+        spikes=spike_log(model, out.final_state) if has_events(model) else {},
     )

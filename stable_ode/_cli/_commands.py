@@ -61,7 +61,8 @@ def _cmd_run(args) -> int:
     _interrupt.checkpoint()
     for line in _solve.summary(loaded, solved):
         print(line)
-    _output.save_npz(out, solved.t, solved.stats, solved.recordings)
+    arrays = {**solved.recordings, **(solved.spikes or {})}  # events: spike times
+    _output.save_npz(out, solved.t, solved.stats, arrays)
     print(f"wrote {out}")
     if args.plot:
         _figure.plot(args.plot, loaded, solved, title=Path(args.model).name)

@@ -83,6 +83,7 @@ class ModelSpec:
     ions: dict = field(default_factory=dict)
     point_processes: tuple = ()  # events: point-process objects, named
     netcons: tuple = ()  # events: `NetCon`s, targets by name
+    spikes: tuple = ()  # events: `SpikeRecording`s
 
     @property
     def directory(self) -> Path:
@@ -279,15 +280,17 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
     )
     kinds = {p.name: type(p).__name__ for p in pps}
     receivers, recordable = point_kinds(imported)
-    netcons = read_netcons(r, raw.get("netcons", []), "netcons", kinds, receivers)
-    read_spikes(r, raw.get("spikes", []), "spikes")
+    netcons = read_netcons(
+        r, raw.get("netcons", []), "netcons", kinds, sites, receivers
+    )
+    spikes = read_spikes(r, raw.get("spikes", []), "spikes", sites)
     record = tuple(
         read_point_record(r, s, f"record[{i}]", kinds, recordable)
         if isinstance(s, dict) and "point_process" in s
         else read_record(r, s, f"record[{i}]", sites)
         for i, s in enumerate(r.seq(raw.get("record", []), "record"))
     )
-    r.unique([x.name for x in record], "record", "recording")
+    r.unique([x.name for x in record + spikes], "record", "recording")
     ions = read_ions(r, raw["ions"]) if "ions" in raw else {}
     check_variables(r, record, cells, ions)
     _check_budget(r, integration, t_stop, sites.n_compartments, len(record), limits)
@@ -305,4 +308,5 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
         ions=ions,
         point_processes=pps,
         netcons=netcons,
+        spikes=spikes,
     )

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._errors import InvalidArgument
-from .._stimulus import StepCurrent
+from .._stimulus import Site, StepCurrent
 from ._arrivals import build_arrivals
 from ._groups import AlphaSynapseGroup, Exp2SynGroup, ExpSynGroup, SEClampGroup
 from ._netcon import NetCon, spike_times_of
@@ -21,7 +21,10 @@ from ._processes import (
     IClamp,
     POINT_PROCESS_KINDS,
     SEClamp,
+    VClamp,
 )
+from ._sources import build_sources, SpikeRecording
+from ._vclamp import VClampGroup
 
 
 class PointRecording(eqx.Module):
@@ -36,6 +39,9 @@ class PointRecording(eqx.Module):
 
 
 _GROUPS = {ExpSyn: ExpSynGroup, Exp2Syn: Exp2SynGroup}
+
+EVENT_RECORDINGS = (PointRecording, SpikeRecording)
+"""The recordings `build` hands to `build_events`."""
 
 
 def _imported(pp) -> bool:
@@ -61,13 +67,19 @@ def _name(pp, k, counts) -> str:
 def build_events(
     point_processes: Sequence,
     netcons: Sequence[NetCon],
-    recordings: Sequence[PointRecording],
+    recordings: Sequence,
     index_of,
     dtype,
 ):
     """`(groups, step_currents, recordings)`: the point-process groups (in a
-    fixed kind order), the IClamps as `StepCurrent`s, and each recording as
-    `(name, k, variable, entry)` with `k` the position in `groups`."""
+    fixed kind order, then the threshold sources), the IClamps as
+    `StepCurrent`s, and each `PointRecording` as `(name, k, variable, entry)`
+    with `k` the position in `groups` (`SpikeRecording`s are logged by the
+    sources' group)."""
+    spike_recs = [
+        (j, r) for j, r in enumerate(recordings) if isinstance(r, SpikeRecording)
+    ]
+    recordings = [r for r in recordings if not isinstance(r, SpikeRecording)]
     pps = list(point_processes)
     counts: dict = {}
     names = []
@@ -109,6 +121,7 @@ def build_events(
 
     # NetCons → arrivals per target kind.
     arrivals: dict = {}
+    cell_netcons: list = []
     for j, nc in enumerate(netcons):
         where = f"netcons[{j}].target"
         if not isinstance(nc, NetCon):
@@ -124,6 +137,17 @@ def build_events(
                 f"{names[k]!r} is a {type(pps[k]).__name__}, which receives no "
                 "NetCon events (targets: ExpSyn, Exp2Syn)",
             )
+        if isinstance(source, Site):
+            if _imported(pps[k]):
+                raise InvalidArgument(
+                    "build",
+                    f"netcons[{j}].source",
+                    f"a cell-voltage source cannot target {names[k]!r}, a point "
+                    "process imported from an NMODL file, yet (give spike times "
+                    "or a NetStim, or target an ExpSyn/Exp2Syn)",
+                )
+            cell_netcons.append((j, type(pps[k]), entry_of[k], nc))
+            continue
         t = spike_times_of(source) + float(delay)
         a = arrivals.setdefault(type(pps[k]), ([], [], [], []))
         a[0].append(t)
@@ -140,9 +164,12 @@ def build_events(
             )
         return out, ks
 
+    sources, log, cell_arrivals = build_sources(
+        cell_netcons, spike_recs, index_of, dtype
+    )
     groups, steps = [], []
     where_of = {}
-    for kind in (ExpSyn, Exp2Syn, AlphaSynapse, SEClamp):
+    for kind in (ExpSyn, Exp2Syn, AlphaSynapse, SEClamp, VClamp):
         if kind not in by_kind:
             continue
         ks = by_kind[kind]
@@ -157,10 +184,26 @@ def build_events(
                 )
             fields = ("tau", "e") if kind is ExpSyn else ("tau1", "tau2", "e")
             p, _ = params(kind, fields)
-            group = _GROUPS[kind](**p, index=index, arrivals=arr, names=gnames)
+            group = _GROUPS[kind](
+                **p,
+                index=index,
+                arrivals=arr,
+                cell=cell_arrivals.get(kind),
+                names=gnames,
+            )
         elif kind is AlphaSynapse:
             p, _ = params(kind, ("onset", "tau", "gmax", "e"))
             group = AlphaSynapseGroup(**p, index=index, names=gnames)
+        elif kind is VClamp:
+            p, _ = params(kind, ("gain", "rstim", "tau1", "tau2", "fac"))
+            arr3 = {
+                f: jnp.asarray(
+                    np.asarray([[float(x) for x in getattr(pps[k], f)] for k in ks]).T,
+                    dtype,
+                )
+                for f in ("dur", "amp")
+            }
+            group = VClampGroup(**p, **arr3, index=index, names=gnames)
         else:
             p, _ = params(kind, ("rs", "dur1", "dur2", "dur3", "amp1", "amp2", "amp3"))
             group = SEClampGroup(
@@ -191,6 +234,7 @@ def build_events(
         for j, k in enumerate(ks):
             where_of[k] = (len(groups), j)
         groups.append(group)
+    groups.extend(g for g in (sources, log) if g is not None)
     for k in by_kind.get(IClamp, []):
         pp = pps[k]
         steps.append(StepCurrent(pp.site, pp.amp, pp.delay, pp.dur))
