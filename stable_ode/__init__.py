@@ -24,6 +24,11 @@ from ._model import (
     State as State,
 )
 from ._network import Connections as Connections, SynapseGroup as SynapseGroup
+from ._neuron_import import (
+    from_neuron as from_neuron,
+    FromNeuronError as FromNeuronError,
+)
+from ._shape_plot import animate_shape as animate_shape, plot_shape as plot_shape
 from ._simulate import simulate as simulate, Simulation as Simulation
 from ._solver import (
     BackwardEuler as BackwardEuler,
@@ -122,5 +127,7 @@ from .events import (  # events: point processes and NetCons
     NetStim as NetStim,
     PointRecording as PointRecording,
     SEClamp as SEClamp,
+    SpikeRecording as SpikeRecording,
     SpikeTimes as SpikeTimes,
+    VClamp as VClamp,
 )

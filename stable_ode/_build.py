@@ -15,7 +15,7 @@ from ._ion_table import build_ions, check_variable
 from ._model import Layout, MembraneModel, Recording
 from ._network import build_connections, cast_params, Connections
 from ._stimulus import build_stimuli, Site, StepCurrent, TraceCurrent
-from .events._build import build_events, PointRecording  # events: point processes
+from .events._build import build_events, EVENT_RECORDINGS  # events
 from .mechanisms._ions import IonSpecies
 from .mechanisms._scheme import kinetics_state_names, map_kinetics
 from .morphology._cell import Cell
@@ -219,8 +219,8 @@ def build(
 
     synapse_groups, gap_edges = build_connections(connections, index_of, n, dtype)
     # --- events: point processes and NetCons (stable_ode/events) ---
-    point_recs = [r for r in recordings if isinstance(r, PointRecording)]
-    recordings = [r for r in recordings if not isinstance(r, PointRecording)]
+    point_recs = [r for r in recordings if isinstance(r, EVENT_RECORDINGS)]
+    recordings = [r for r in recordings if not isinstance(r, EVENT_RECORDINGS)]
     pp_groups, iclamps, point_recs = build_events(
         point_processes, netcons, point_recs, index_of, dtype
     )

@@ -24,3 +24,10 @@ class RESULTS(dfx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "of `t`: no real progress). The solve stopped at the start of that step; "
         "the solution up to there is kept."
     )
+    event_overflow = (
+        "A NetCon source (a compartment's voltage crossing a threshold) fired more "
+        "often than its ring buffer of in-flight spikes holds (NetCon max_pending), "
+        "or a SpikeRecording recorded more than its max_spikes: spikes would be "
+        "lost. The solve ran on; the time is the first lost spike's. Raise "
+        "max_pending or max_spikes."
+    )

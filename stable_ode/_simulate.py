@@ -1,5 +1,7 @@
 """`simulate`: a thin convenience over `diffrax.diffeqsolve` with good defaults."""
 
+import dataclasses
+
 import diffrax as dfx
 import equinox as eqx
 import jax
@@ -15,6 +17,7 @@ from ._stepping import AbstractStepping, AdaptiveSteps, FixedSteps
 from ._stepping._base import Recorder, traced, whole_steps as _grid  # noqa: F401 (diagnose)
 from ._stepping.failure import raise_if_failed, reraise_short
 from ._stepping.fixed import _reverse_only
+from .events._stepping import event_outcome, has_events, spike_log
 
 
 class Simulation(eqx.Module):
@@ -41,6 +44,10 @@ class Simulation(eqx.Module):
       (`FixedSteps(plain_first=True)`, the default).
     - `final_state`: the `State` at `t1` (after a failure, the last good state, at
       `stats["t_fail"]`): pass it as `y0` with `t0=t1` to continue the run.
+    - `spikes`: dict from `stable_ode.SpikeRecording` name to its threshold
+      crossings (ms), an array of its `max_spikes`, padded with `inf` (so it
+      keeps its shape under `jit` and `vmap`): `t[np.isfinite(t)]`. A run
+      continued from a `final_state` keeps the earlier spikes.
 
     After a failure (`throw=False`), the samples at `ts > stats["t_fail"]` hold
     the last good value; `valid` masks them out.
@@ -52,6 +59,7 @@ class Simulation(eqx.Module):
     result: RESULTS
     solution: dfx.Solution | None
     final_state: State | None = None
+    spikes: dict[str, Float[Array, " nspike"]] = eqx.field(default_factory=dict)
 
     @property
     def valid(self) -> Bool[Array, " nsave"]:
@@ -88,8 +96,11 @@ def steps_from(
 @eqx.debug.assert_max_traces(max_traces=None)  # counted: `eqx.debug.get_num_traces`
 def _solve_counted(stepping, model, y0, times, solver, adjoint, limits, recorder):
     max_steps, throw, progress_meter = limits
-    out = stepping.solve(
-        model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
+    out = _with_events(
+        model,
+        stepping.solve(
+            model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
+        ),
     )
     if throw:
         saved = raise_if_failed(out.saved, out.result, out.stats["t_fail"])
@@ -98,6 +109,44 @@ def _solve_counted(stepping, model, y0, times, solver, adjoint, limits, recorder
 
 
 _solve = eqx.filter_jit(_solve_counted)
+
+
+def _with_events(model, out):
+    """`out` with a lost spike as its failure (events; a no-op without them)."""
+    if not has_events(model):
+        return out
+    result, stats = event_outcome(model, out.final_state, out.result, out.stats)
+    return eqx.tree_at(lambda o: (o.result, o.stats), out, (result, stats))
+
+
+@eqx.debug.assert_max_traces(max_traces=None)
+def _solve_plain_counted(stepping, model, y0, times, solver, adjoint, limits, recorder):
+    max_steps, _, progress_meter = limits
+    out, ok = stepping.solve_plain(
+        model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
+    )
+    out = _with_events(model, out)
+    # Anything short of success (a lost spike too) goes to the safe solve, which
+    # reports it (and raises with `throw`).
+    return out, ok & (out.result == RESULTS.successful)
+
+
+_solve_plain = eqx.filter_jit(_solve_plain_counted)
+
+
+def _solve_eager(stepping, model, y0, times, solver, adjoint, limits, recorder):
+    """`_solve` for a call outside `jit`, `grad` and `vmap` with fixed steps run
+    plain first: the plain loop is compiled and run alone, and the safe one only if
+    the plain run's result does not stand (the same result as `_solve`'s, which
+    compiles both loops into one program for the case that it is traced)."""
+    args = (model, y0, times, solver, adjoint, limits, recorder)
+    if not stepping.runs_plain_first(adjoint, limits[0], times.shape[0] - 1):
+        return _solve(stepping, *args)
+    plain = _solve_plain(stepping, *args)
+    if bool(plain[1]):
+        return plain[0]
+    out = _solve(dataclasses.replace(stepping, plain_first=False), *args)
+    return eqx.tree_at(lambda o: o.solution, out, None)
 
 
 def simulate(
@@ -185,7 +234,11 @@ def simulate(
     limits = (max_steps, bool(throw), progress_meter)
     recorder = Recorder.of(model)
     with reraise_short():
-        out = _solve(stepping, model, y0, times, solver, adjoint, limits, recorder)
+        args = (model, y0, times, solver, adjoint, limits, recorder)
+        if isinstance(stepping, FixedSteps) and not traced((model, y0)):
+            out = _solve_eager(stepping, *args)
+        else:
+            out = _solve(stepping, *args)
         if throw and not traced((model, y0)):
             out = jax.block_until_ready(out)
     return Simulation(
@@ -197,4 +250,5 @@ def simulate(
         result=out.result,
         solution=out.solution,
         final_state=out.final_state,
+        spikes=spike_log(model, out.final_state) if has_events(model) else {},
     )

@@ -29,6 +29,7 @@ _DEMO_FILES = (
     "camchan.mod",
     "capump.mod",
     "nacaex.mod",
+    "release.mod",
 )
 _OWN_FILES = (
     _TESTS / "nmodl" / "mod" / "hhns.mod",
@@ -36,7 +37,29 @@ _OWN_FILES = (
     _TESTS / "nmodl" / "mod" / "capool.mod",
     _TESTS / "data" / "mod" / "capool_ions.mod",
     _TESTS / "data" / "mod" / "kmarkov.mod",
+    _TESTS / "data" / "mod" / "kcascheme.mod",
+    _TESTS / "data" / "mod" / "cakin.mod",
 )
+
+
+# From the cerebellar collection `dbbs-mod-collection` (a test extra), read from
+# its installed package: the files tests/nmodl/test_dbbs.py runs in NEURON.
+DBBS_COMPILED = ("Nav1_6__0", "Kv3_4__0", "Kca1_1__0")
+
+
+def dbbs_folder():
+    """The installed `dbbs_mod_collection`'s `.mod` folder, or `None`."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("dbbs_mod_collection")
+    return None if spec is None else _pathlib.Path(spec.origin).parent / "mod"
+
+
+def _dbbs():
+    folder = dbbs_folder()
+    if folder is None:
+        return []
+    return [folder / f"glia__dbbs_mod_collection__{n}.mod" for n in DBBS_COMPILED]
 
 
 @_pytest.fixture(scope="session")
@@ -56,7 +79,7 @@ def neuron_mechanisms(tmp_path_factory):
     share = _pathlib.Path(importlib.util.find_spec("neuron").origin).parent
     demo = share / ".data" / "share" / "nrn" / "demo" / "release"
     folder = tmp_path_factory.mktemp("neuron_mod")
-    for f in [demo / name for name in _DEMO_FILES] + list(_OWN_FILES):
+    for f in [demo / name for name in _DEMO_FILES] + list(_OWN_FILES) + _dbbs():
         _shutil.copy(f, folder / f.name)
     proc = _subprocess.run(
         ["nrnivmodl", "."], cwd=folder, capture_output=True, text=True, check=False

@@ -22,7 +22,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    """The parser of `python -m stable_ode {run,demo,diagnose}`."""
+    """The parser of `python -m stable_ode {run,demo,diagnose,from-neuron}`."""
     from .. import __version__
 
     debug = argparse.ArgumentParser(add_help=False)
@@ -68,6 +68,19 @@ def parser() -> argparse.ArgumentParser:
         help="also draw the voltage traces (and, for a network, a spike raster); the "
         "suffix picks the format (.png, .pdf, .svg, ...); needs matplotlib",
     )
+    run.add_argument(
+        "--plot-shape",
+        metavar="OUT.png",
+        help="also draw the cells from their 3-D points coloured by the voltage at "
+        "--shape-time; needs matplotlib",
+    )
+    run.add_argument(
+        "--shape-time",
+        type=float,
+        metavar="MS",
+        help="the time of --plot-shape, ms (default: when the largest voltage "
+        "anywhere occurs)",
+    )
 
     demo = sub.add_parser(
         "demo",
@@ -90,4 +103,26 @@ def parser() -> argparse.ArgumentParser:
         "none.",
     )
     diag.add_argument("model", metavar="MODEL", help="model file (.json or .toml)")
+
+    fn = sub.add_parser(
+        "from-neuron",
+        parents=[debug],
+        help="convert a NEURON model (a .py or .hoc script) into a model file",
+        description="Run SCRIPT in a fresh NEURON (after compiling and loading the "
+        "--nmodl .mod files) and write every section, density mechanism, ion "
+        "setting, IClamp, point process and NetCon it instantiates to a model "
+        "file. What cannot be converted is listed on stderr, with exit code 1 and "
+        "nothing written.",
+    )
+    fn.add_argument("script", metavar="SCRIPT", help="NEURON script (.py or .hoc)")
+    fn.add_argument(
+        "--nmodl",
+        action="extend",
+        nargs="+",
+        metavar="PATH",
+        help=".mod files or folders of them that the model's mechanisms come from",
+    )
+    fn.add_argument(
+        "-o", "--output", required=True, metavar="MODEL.json", help="model file"
+    )
     return p

@@ -1,4 +1,5 @@
-"""The commands `run`, `demo` and `diagnose`, and `main`, which runs one of them.
+"""The commands `run`, `demo`, `diagnose` and `from-neuron`, and `main`, which runs
+one of them.
 
 Exit codes: 0 success; 1 the solve did not succeed (the output is still written,
 with the message on stderr), or `diagnose` found a bad value; 2 a usage, model-file
@@ -41,22 +42,43 @@ def _cmd_run(args) -> int:
         _output.check_plot_path(plot_path, args.model)
         if plot_path.resolve() == out.resolve():
             raise UsageError(f"--plot {plot_path}: the same file as -o")
+    shape = getattr(args, "plot_shape", None)
+    if shape is not None:
+        _output.check_plot_path(Path(shape), args.model)
     loaded = _load(args.model)
     _interrupt.checkpoint()
     raster = args.plot is not None and _figure.is_network(loaded.spec)
+    if shape is not None and not _figure.raster_fits(loaded):
+        raise UsageError(
+            f"--plot-shape {shape}: every compartment's voltage at every saved "
+            "step would not fit in memory; use a larger save_dt"
+        )
     solved = _solve.solve(
         loaded,
         progress=_show_progress(args),
-        voltages=raster and _figure.raster_fits(loaded),
+        voltages=shape is not None or (raster and _figure.raster_fits(loaded)),
     )
     _interrupt.checkpoint()
     for line in _solve.summary(loaded, solved):
         print(line)
-    _output.save_npz(out, solved.t, solved.stats, solved.recordings)
+    arrays = {**solved.recordings, **(solved.spikes or {})}  # events: spike times
+    _output.save_npz(out, solved.t, solved.stats, arrays)
     print(f"wrote {out}")
     if args.plot:
         _figure.plot(args.plot, loaded, solved, title=Path(args.model).name)
         print(f"wrote {args.plot}")
+    if shape is not None:
+        from .. import _shape_plot
+
+        shown = _shape_plot.save_shape_figure(
+            shape,
+            loaded.model,
+            solved.t,
+            solved.voltages,
+            args.shape_time,
+            Path(args.model).name,
+        )
+        print(f"wrote {shape} (v at t = {shown:g} ms)")
     _interrupt.checkpoint()
     if solved.failure is not None:
         _solve.report_failure(solved)
@@ -115,7 +137,18 @@ def _cmd_diagnose(args) -> int:
     return EXIT_FAILED_SOLVE if report.found else 0
 
 
-_COMMANDS = {"run": _cmd_run, "demo": _cmd_demo, "diagnose": _cmd_diagnose}
+def _cmd_from_neuron(args) -> int:
+    from .._neuron_import._cli import command
+
+    return command(args)
+
+
+_COMMANDS = {
+    "run": _cmd_run,
+    "demo": _cmd_demo,
+    "diagnose": _cmd_diagnose,
+    "from-neuron": _cmd_from_neuron,
+}
 
 
 def _one_line(e: BaseException, limit: int = 400) -> str:
@@ -165,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     if args.command is None:
         print(
-            f"{PROG}: error: choose a command: run, demo or diagnose (see --help)",
+            f"{PROG}: error: choose a command: run, demo, diagnose or from-neuron "
+            "(see --help)",
             file=sys.stderr,
         )
         return EXIT_USAGE

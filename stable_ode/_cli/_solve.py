@@ -47,6 +47,7 @@ class Solved(NamedTuple):
     - `failure`: `None`, or the message of an unsuccessful solve.
     - `voltages`: every compartment's potential (samples × compartments, mV) if
       asked for, else `None`.
+    - `spikes`: name → spike times (ms) of the file's `spikes` (events).
     """
 
     t: np.ndarray
@@ -54,6 +55,7 @@ class Solved(NamedTuple):
     stats: dict[str, Any]
     failure: str | None
     voltages: np.ndarray | None = None
+    spikes: dict[str, np.ndarray] | None = None
 
 
 def progress_meter(loaded, enabled: bool):
@@ -102,7 +104,7 @@ def solve(loaded, *, progress: bool = False, voltages: bool = False) -> Solved:
 
     def run(dynamic):
         sim = eqx.combine(dynamic, static).simulate(throw=False, progress_meter=meter)
-        return sim.ts, sim.recordings, sim.stats, sim.result
+        return sim.ts, sim.recordings, sim.stats, sim.result, sim.spikes
 
     if progress:
         print(
@@ -124,7 +126,8 @@ def solve(loaded, *, progress: bool = False, voltages: bool = False) -> Solved:
             print(file=sys.stderr)
         raise
     wall_s = time.perf_counter() - start
-    ts, recordings, stats, result = out
+    ts, recordings, stats, result, spikes = out
+    spikes = {k: np.asarray(x)[np.isfinite(x)] for k, x in spikes.items()}  # events
     stats = {k: json_number(v) for k, v in stats.items()}
     stats["wall_s"] = wall_s
     stats["compile_s"] = compile_s
@@ -137,10 +140,11 @@ def solve(loaded, *, progress: bool = False, voltages: bool = False) -> Solved:
     if voltages:
         v = np.asarray(recordings["v"])
         named = {name: v[:, i] for name, i in layout.recordings} or {"v": v}
-        return Solved(np.asarray(ts), named, stats, failure, v)
+        return Solved(np.asarray(ts), named, stats, failure, v, spikes)
     order = [name for name, _ in layout.recordings] or list(recordings)
+    order += [p[0] for p in layout.point_recordings if p[0] not in order]  # events
     named = {k: np.asarray(recordings[k]) for k in order}
-    return Solved(np.asarray(ts), named, stats, failure)
+    return Solved(np.asarray(ts), named, stats, failure, spikes=spikes)
 
 
 def json_number(x) -> int | float | None:

@@ -13,23 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._errors import InvalidArgument
+import numpy as np
+
 from ..morphology import (
     Cell,
     Distance,
     Insert,
-    load_morphology,
-    load_swc,
-    MorphologyError,
     Properties,
     Section,
 )
 from ..morphology._discretise import half_conductance, section_area
 from ..morphology._expression import ExpressionError
 from ..morphology._regions import section_values
+from ._file_cells import morphology_cell, swc_cell
 from ._ions import read_cell_ions
 from ._nmodl import nmodl_parameter_names
-from ._reader import key, one_line, Reader, suggest
+from ._reader import key, Reader, suggest
 from ._registry import mechanism_parameters, REGISTRY
 
 
@@ -42,11 +41,6 @@ SWC_OPTIONS = {
 """The keys of a cell's `swc_options` and their defaults (`stable_ode.load_swc`'s);
 a `"morphology"` cell takes them all but `soma`."""
 
-_SWC_HINT = (
-    "; an SWC file's sections are named soma (or soma_k), axon_k, dend_k, apic_k "
-    "and type{t}_k, k counting the sections of a type in file order"
-)
-
 
 @dataclass(frozen=True)
 class SwcSource:
@@ -58,6 +52,10 @@ class SwcSource:
     path: str
     options: tuple[tuple[str, Any], ...]
     reader: str = "load_swc"
+
+
+def _cache_repr(v) -> Any:
+    return (v.dtype.str, v.tobytes()) if isinstance(v, np.ndarray) else repr(v)
 
 
 class CellReader:
@@ -78,6 +76,8 @@ class CellReader:
         self.tiny = tiny  # the dtype's smallest normal number
         self.n_compartments = 0
         self.mechanisms: dict = {}  # one (immutable) instance per name and params
+        # mechanisms[j] entry -> {param: (field, number of values)} for `values`
+        self.per_compartment: dict[str, dict[str, tuple[str, int]]] = {}
 
     def _count(self, n: int, where: str):
         self.n_compartments += n
@@ -93,8 +93,15 @@ class CellReader:
         raw = r.table(
             raw,
             where,
-            required=("name", "length", "diameter"),
-            optional=("n_compartments", "parent", "parent_position"),
+            required=("name",),
+            optional=(
+                "length",
+                "diameter",
+                "points",
+                "n_compartments",
+                "parent",
+                "parent_position",
+            ),
         )
         parent = raw.get("parent")
         if parent is not None:
@@ -103,17 +110,45 @@ class CellReader:
         n = r.integer(raw.get("n_compartments", 1), nw)
         if n >= 1:
             self._count(n, nw)
+        name = r.name(raw["name"], key(where, "name"))
+        position = r.position(
+            raw.get("parent_position", 1.0), key(where, "parent_position")
+        )
+        if "points" in raw:
+            for k in ("length", "diameter"):
+                if k in raw:
+                    r.fail(
+                        key(where, k),
+                        "a section with 'points' takes no 'length' or 'diameter' "
+                        "(they follow from the points)",
+                    )
+            points = self.points(raw["points"], key(where, "points"))
+            with r.at(where):
+                return Section(name, None, None, n, parent, position, points=points)
+        for k in ("length", "diameter"):
+            if k not in raw:
+                r.fail(key(where, k), "required key is missing (or give 'points')")
         with r.at(where):
             return Section(
-                r.name(raw["name"], key(where, "name")),
+                name,
                 r.number(raw["length"], key(where, "length")),
                 r.number(raw["diameter"], key(where, "diameter")),
                 n,
                 parent,
-                r.position(
-                    raw.get("parent_position", 1.0), key(where, "parent_position")
-                ),
+                position,
             )
+
+    def points(self, raw, where: str) -> list[tuple[float, ...]]:
+        """A section's 3-D points: a list of `[x, y, z, diam]` (µm)."""
+        r = self.r
+        out = []
+        for i, p in enumerate(r.seq(raw, where)):
+            w = f"{where}[{i}]"
+            p = r.seq(p, w)
+            if len(p) != 4:
+                r.fail(w, f"a 3-D point is [x, y, z, diam] (µm), got {len(p)} values")
+            out.append(tuple(r.number(v, f"{w}[{j}]") for j, v in enumerate(p)))
+        return out
 
     def swc_options(self, raw, where: str, soma: bool = True) -> dict[str, Any]:
         r = self.r
@@ -183,7 +218,12 @@ class CellReader:
         missing = sorted(required - set(values))
         if missing:
             r.fail(pw, f"mechanism {name!r} needs parameters {missing}")
-        cache_key = (name, tuple((k, repr(v)) for k, v in values.items()))
+        cache_key = (name, tuple((k, _cache_repr(v)) for k, v in values.items()))
+        self.per_compartment[where] = {
+            k: (rename.get(k, k), len(v["values"]))
+            for k, v in params.items()
+            if isinstance(v, dict) and "values" in v
+        }
         mechanism = self.mechanisms.get(cache_key)
         if mechanism is None:
             with r.at(pw):
@@ -192,9 +232,22 @@ class CellReader:
             return Insert(mechanism, sections)
 
     def value(self, raw, where: str):
-        """A parameter value: a number, or `{"distance": "expression"}`."""
+        """A parameter value: a number, `{"distance": "expression"}` or
+        `{"values": [...]}` (one number per compartment of the entry's sections,
+        in order; as a NumPy array, checked against the sections by `cell`)."""
         if isinstance(raw, dict):
-            raw = self.r.table(raw, where, required=("distance",))
+            if "values" in raw:
+                raw = self.r.table(raw, where, required=("values",))
+                vw = key(where, "values")
+                items = self.r.seq(raw["values"], vw)
+                if not items:
+                    self.r.fail(vw, "must not be empty")
+                return np.asarray(
+                    [self.r.number(v, f"{vw}[{i}]") for i, v in enumerate(items)]
+                )
+            raw = self.r.table(raw, where, optional=("distance", "values"))
+            if "distance" not in raw:
+                self.r.fail(where, "give {'distance': expression} or {'values': [...]}")
             text = self.r.string(raw["distance"], key(where, "distance"))
             try:
                 return Distance(text)
@@ -295,20 +348,20 @@ class CellReader:
                 raw.get("swc_options", {}), key(where, "swc_options")
             )
             cell, path = self.swc_cell(
-                raw["swc"], key(where, "swc"), where, name, inserts, ra, cm, options
+                raw["swc"],
+                key(where, "swc"),
+                where,
+                name,
+                dict(
+                    mechanisms=inserts,
+                    axial_resistivity=ra,
+                    capacitance=cm,
+                    ions=ions,
+                    properties=properties,
+                    **options,
+                ),
             )
             source = SwcSource(str(path), tuple(options.items()))
-            if ions or properties:
-                with r.at(where):
-                    cell = Cell(
-                        cell.name,
-                        cell.sections,
-                        cell.mechanisms,
-                        cell.axial_resistivity,
-                        cell.capacitance,
-                        ions=ions,
-                        properties=properties,
-                    )
         else:
             sw = key(where, "sections")
             items = r.seq(raw["sections"], sw)
@@ -319,62 +372,33 @@ class CellReader:
                 )
             source = None
         self.check_dtype(cell, where)
+        self.check_values(cell, mw)
         return cell, source
 
-    def swc_cell(self, raw, where, cell_where, name, inserts, ra, cm, options):
-        """The `Cell` of an SWC file (path relative to the model file); a malformed
-        file is a `SpecError` at `where` quoting `load_swc`'s message (SWC file and
-        line)."""
-        r = self.r
-        path = (self.directory / r.string(raw, where)).resolve()  # absolute stay
-        try:
-            cell = load_swc(
-                path,
-                name=name,
-                mechanisms=inserts,
-                axial_resistivity=ra,
-                capacitance=cm,
-                **options,
-            )
-        except InvalidArgument as e:
-            if e.owner.startswith("Cell"):  # the mechanisms or the cell's values
-                problem = e.problem + (
-                    _SWC_HINT if "unknown section" in e.problem else ""
-                )
-                r.fail(key(cell_where, e.argument), problem)
-            r.fail(where, f"{path}: {one_line(e)}")
-        except FileNotFoundError:
-            r.fail(where, f"no such SWC file: {path}")
-        except UnicodeDecodeError as e:
-            r.fail(where, f"{path}: not a text file ({e.reason} at byte {e.start})")
-        except OSError as e:
-            r.fail(where, f"cannot read SWC file {path}: {e.strerror or e}")
-        except (ValueError, ArithmeticError) as e:
-            r.fail(where, one_line(e, 1000))
-        self._count(sum(s.n_compartments for s in cell.sections), where)
-        return cell, path
+    def check_values(self, cell: Cell, mw: str):
+        """Each `{"values": [...]}` parameter has one value per compartment of
+        its entry's sections."""
+        counts = {s.name: s.n_compartments for s in cell.sections}
+        for j, ins in enumerate(cell.mechanisms):
+            w = f"{mw}[{j}]"
+            entries = self.per_compartment.get(w, {})
+            if not entries:
+                continue
+            names = ins.sections if ins.sections is not None else list(counts)
+            n = sum(counts[s] for s in names)
+            for k, (_field, got) in entries.items():
+                if got != n:
+                    self.r.fail(
+                        key(key(key(w, "params"), k), "values"),
+                        f"{got} values for {n} compartments (one per compartment "
+                        f"of the entry's {len(names)} section(s), in order)",
+                    )
+
+    def swc_cell(self, raw, where, cell_where, name, kwargs):
+        return swc_cell(self, raw, where, cell_where, name, kwargs)
 
     def morphology_cell(self, raw, where, cell_where, name, kwargs):
-        """The `Cell` of a morphology file (path relative to the model file); a
-        malformed or missing file is a `SpecError` at `where`."""
-        r = self.r
-        path = (self.directory / r.string(raw, where)).resolve()
-        if not path.is_file():
-            r.fail(where, f"file not found: {path}")
-        try:
-            cell = load_morphology(path, name=name, **kwargs)
-        except MorphologyError as e:
-            r.fail(where, one_line(e, 1000))
-        except InvalidArgument as e:
-            if e.owner.startswith("Cell"):  # the mechanisms or the cell's values
-                r.fail(key(cell_where, e.argument), e.problem)
-            r.fail(where, f"{path}: {one_line(e)}")
-        except UnicodeDecodeError as e:
-            r.fail(where, f"{path}: not a text file ({e.reason} at byte {e.start})")
-        except OSError as e:
-            r.fail(where, f"cannot read {path}: {e.strerror or e}")
-        self._count(sum(s.n_compartments for s in cell.sections), where)
-        return cell, path
+        return morphology_cell(self, raw, where, cell_where, name, kwargs)
 
     def check_dtype(self, cell: Cell, where: str):
         """Every compartment's area and axial conductances are normal numbers of

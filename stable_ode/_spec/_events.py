@@ -2,13 +2,14 @@
 the record entries `{"name", "point_process", "variable"}` (see
 `docs/model-format.md`, "Point processes and NetCons")."""
 
-from ..events import NetCon, NetStim, PointRecording, SpikeTimes
+from ..events import NetCon, NetStim, PointRecording, SpikeRecording, SpikeTimes
 from ..events._groups import (
     AlphaSynapseGroup,
     Exp2SynGroup,
     ExpSynGroup,
     SEClampGroup,
 )
+from ..events._vclamp import VClampGroup
 from ._reader import key, listing, Reader, suggest
 from ._registry import REGISTRY
 from ._sites import RESERVED_OUTPUT_NAMES
@@ -19,18 +20,23 @@ RECORDABLE = {
     "Exp2Syn": Exp2SynGroup.recordable,
     "AlphaSynapse": AlphaSynapseGroup.recordable,
     "SEClamp": SEClampGroup.recordable,
+    "VClamp": VClampGroup.recordable,
     "IClamp": (),
 }
 """What a point-process record may name, by kind."""
 
-NOT_YET = {"VClamp": "VClamp is not supported yet"}
+NOT_YET: dict[str, str] = {}
 """Point-process kinds of the format that are not implemented yet."""
+
+_TRIPLES = {"VClamp": ("dur", "amp")}  # NEURON's arrays of 3: lists in a file
 
 _NEURON_NAMES = {"del": "delay"}  # NEURON's parameter name → the field's
 
 
-def read_point_processes(r: Reader, raw, where: str, sites) -> tuple:
-    """The `point_processes` list → point-process objects (each named)."""
+def read_point_processes(r: Reader, raw, where: str, sites, imported=None) -> tuple:
+    """The `point_processes` list → point-process objects (each named);
+    `imported`: the `POINT_PROCESS` classes of the model's `nmodl` files, by
+    name."""
     out = []
     for i, item in enumerate(r.seq(raw, where)):
         w = f"{where}[{i}]"
@@ -44,7 +50,7 @@ def read_point_processes(r: Reader, raw, where: str, sites) -> tuple:
         kind = r.string(item["kind"], key(w, "kind"))
         if kind in NOT_YET:
             r.fail(key(w, "kind"), NOT_YET[kind])
-        kinds = REGISTRY.point_processes
+        kinds = {**REGISTRY.point_processes, **(imported or {})}
         if kind not in kinds:
             r.fail(
                 key(w, "kind"),
@@ -68,6 +74,15 @@ def read_point_processes(r: Reader, raw, where: str, sites) -> tuple:
                     f"unknown parameter of {kind}{suggest(str(k), allowed)} "
                     f"(parameters: {', '.join(allowed)})",
                 )
+            if k in _TRIPLES.get(kind, ()):
+                kw = key(pw, k)
+                items = r.seq(v, kw)
+                if len(items) != 3:
+                    r.fail(kw, f"must be a list of 3 numbers, got {len(items)}")
+                values[k] = tuple(
+                    r.number(x, f"{kw}[{j}]") for j, x in enumerate(items)
+                )
+                continue
             values[_NEURON_NAMES.get(k, k)] = r.number(v, key(pw, k))
         with r.at(pw):
             out.append(cls(site, name=name, **values))
@@ -75,9 +90,18 @@ def read_point_processes(r: Reader, raw, where: str, sites) -> tuple:
     return tuple(out)
 
 
-def read_netcons(r: Reader, raw, where: str, kinds: dict[str, str]) -> tuple:
+def read_netcons(
+    r: Reader,
+    raw,
+    where: str,
+    kinds: dict[str, str],
+    sites,
+    receivers=("ExpSyn", "Exp2Syn"),
+) -> tuple:
     """The `netcons` list → `NetCon`s (targets by name; `kinds`: the kind of
-    each point process by name)."""
+    each point process by name; `receivers`: the kinds that take events; a source
+    `{"cell", "section", "position"}` with `threshold` is a compartment's
+    voltage)."""
     names = list(kinds)
     out = []
     for i, item in enumerate(r.seq(raw, where)):
@@ -90,19 +114,22 @@ def read_netcons(r: Reader, raw, where: str, kinds: dict[str, str]) -> tuple:
         )
         sw = key(w, "source")
         src = r.mapping(item["source"], sw)
+        cell = not ("spike_times" in src or "netstim" in src)
         if "spike_times" in src:
             r.table(src, sw, required=("spike_times",))
         elif "netstim" in src:
             r.table(src, sw, required=("netstim",))
         else:
-            r.fail(
-                sw,
-                "a cell-voltage source (a compartment crossing `threshold`) is not "
-                "supported yet; use {'spike_times': [...]} or {'netstim': {...}}",
-            )
-        if "threshold" in item:
+            r.table(src, sw, required=("cell", "section"), optional=("position",))
+        if "threshold" in item and not cell:
             r.fail(key(w, "threshold"), "only a cell-voltage source has a threshold")
-        if "spike_times" in src:
+        extra = {}
+        if cell:
+            source = sites.site(src, sw)[0]
+            extra["threshold"] = r.number(
+                item.get("threshold", 10.0), key(w, "threshold")
+            )
+        elif "spike_times" in src:
             tw = key(sw, "spike_times")
             times = [
                 r.number(t, f"{tw}[{j}]", ge=0)
@@ -129,32 +156,53 @@ def read_netcons(r: Reader, raw, where: str, kinds: dict[str, str]) -> tuple:
                 f"unknown point process {target!r}{suggest(target, names)} "
                 f"(point processes: {listing(names)})",
             )
-        if kinds[target] not in ("ExpSyn", "Exp2Syn"):
+        if kinds[target] not in receivers:
             r.fail(
                 key(w, "target"),
                 f"{target!r} is a {kinds[target]}, which receives no NetCon events "
-                "(targets: ExpSyn, Exp2Syn)",
+                f"(targets: {', '.join(receivers)})",
             )
         delay = r.number(item.get("delay", 1.0), key(w, "delay"), ge=0)
+        if cell and not delay > 0:
+            r.fail(key(w, "delay"), "must be > 0 ms for a cell-voltage source")
         weight = r.number(item.get("weight", 0.0), key(w, "weight"))
         with r.at(w):
-            out.append(NetCon(source, target, delay=delay, weight=weight))
+            out.append(NetCon(source, target, delay=delay, weight=weight, **extra))
     return tuple(out)
 
 
-def read_spikes(r: Reader, raw, where: str) -> None:
-    """The `spikes` list: threshold crossings are not supported yet."""
-    if r.seq(raw, where):
-        r.fail(
-            where,
-            "spike recording (threshold crossings of a cell's voltage) is not "
-            "supported yet",
+def read_spikes(r: Reader, raw, where: str, sites) -> tuple:
+    """The `spikes` list → `SpikeRecording`s (`{"name", "cell", "section",
+    "position", "threshold"}`; position 0.5 and threshold 10 mV by default,
+    NEURON's)."""
+    out = []
+    for i, item in enumerate(r.seq(raw, where)):
+        w = f"{where}[{i}]"
+        item = r.table(
+            item,
+            w,
+            required=("name", "cell", "section"),
+            optional=("position", "threshold", "max_spikes"),
         )
+        name = r.name(item["name"], key(w, "name"))
+        if name in RESERVED_OUTPUT_NAMES:
+            r.fail(key(w, "name"), f"{name!r} is reserved")
+        site = sites.site(item, w)[0]
+        thr = r.number(item.get("threshold", 10.0), key(w, "threshold"))
+        kw = {}
+        if "max_spikes" in item:
+            kw["max_spikes"] = r.integer(item["max_spikes"], key(w, "max_spikes"))
+        with r.at(w):
+            out.append(SpikeRecording(name, site, threshold=thr, **kw))
+    return tuple(out)
 
 
-def read_point_record(r: Reader, raw, where: str, kinds: dict) -> PointRecording:
+def read_point_record(
+    r: Reader, raw, where: str, kinds: dict, recordable=None
+) -> PointRecording:
     """A record entry `{"name", "point_process", "variable"}`; `kinds`: the
-    kind of each point process by name."""
+    kind of each point process by name; `recordable`: more kinds' variables
+    (imported point processes)."""
     raw = r.table(raw, where, required=("name", "point_process", "variable"))
     name = r.name(raw["name"], key(where, "name"))
     if name in RESERVED_OUTPUT_NAMES:
@@ -168,7 +216,7 @@ def read_point_record(r: Reader, raw, where: str, kinds: dict) -> PointRecording
             f"{listing(names)})",
         )
     var = r.string(raw["variable"], key(where, "variable"))
-    ok = RECORDABLE.get(kinds[pp], ())
+    ok = {**RECORDABLE, **(recordable or {})}.get(kinds[pp], ())
     if var not in ok:
         r.fail(
             key(where, "variable"),

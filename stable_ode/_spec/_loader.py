@@ -167,7 +167,7 @@ def build_spec(spec: ModelSpec) -> MembraneModel:
         return build(
             spec.cells,
             spec.stimuli,
-            spec.record,
+            spec.record + spec.spikes,  # events: spike recordings
             connections,
             celsius=spec.temperature,
             v_init=spec.v_init,

@@ -1,11 +1,12 @@
 """The model file's top-level `nmodl` key: `.mod` files (or folders of them)
-whose mechanisms the cells may insert by their `SUFFIX`, as after NEURON's
-`nrnivmodl`."""
+whose mechanisms the cells may insert by their `SUFFIX`, and whose point
+processes `point_processes` entries may name by their `POINT_PROCESS` name, as
+after NEURON's `nrnivmodl`."""
 
 from pathlib import Path
 
 from ._reader import Reader
-from ._registry import MECHANISMS
+from ._registry import MECHANISMS, REGISTRY
 
 
 def read_nmodl(r: Reader, raw, directory: Path) -> dict[str, type]:
@@ -36,6 +37,12 @@ def read_nmodl(r: Reader, raw, directory: Path) -> dict[str, type]:
     except ImportError as e:
         r.fail("nmodl", str(e))
     for name, cls in classes.items():
+        if name in REGISTRY.point_processes:
+            r.fail(
+                _entry(paths, Path(cls.nmodl.path)),
+                f"POINT_PROCESS {name!r} ({cls.nmodl.path}) is also a built-in point "
+                "process of stable_ode (as in NEURON, a name is defined once)",
+            )
         if name in MECHANISMS:
             r.fail(
                 _entry(paths, Path(cls.nmodl.path)),
@@ -62,3 +69,24 @@ def nmodl_parameter_names(cls) -> dict[str, str]:
     if not isinstance(parameters, dict):
         return {}
     return {nmodl: field for field, nmodl in parameters.items()}
+
+
+def split_nmodl(classes: dict) -> tuple[dict, dict]:
+    """`(density, point)`: the classes from `read_nmodl` that are density
+    mechanisms (`SUFFIX`) and those that are point processes, by name."""
+    point = {n: c for n, c in classes.items() if _is_point(c)}
+    return {n: c for n, c in classes.items() if n not in point}, point
+
+
+def _is_point(cls) -> bool:
+    return callable(getattr(cls, "make_point_process_group", None))
+
+
+def point_kinds(point: dict) -> tuple[tuple[str, ...], dict]:
+    """For the imported point processes: the kinds NetCons may target (the
+    built-in `ExpSyn`, `Exp2Syn` and those with a `NET_RECEIVE`) and each
+    imported kind's recordable variables (its states), by class name."""
+    receivers = ("ExpSyn", "Exp2Syn") + tuple(
+        c.__name__ for c in point.values() if c.receives_events
+    )
+    return receivers, {c.__name__: c.group_class.recordable for c in point.values()}

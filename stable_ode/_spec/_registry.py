@@ -20,7 +20,7 @@ from typing import Any
 import diffrax as dfx
 
 from .._solver import BackwardEuler, CrankNicolson, ExponentialEuler
-from .._stimulus import STIMULUS_KINDS
+from .._stimulus import Site, STIMULUS_KINDS
 from ..events import NetStim, POINT_PROCESS_KINDS, SpikeTimes
 from ..mechanisms import AbstractMechanism, HH, Passive
 from ..mechanisms.synapses import AbstractSynapse, GapJunction, IonotropicSynapse
@@ -315,7 +315,7 @@ class Registry:
     - `variables`: what a record's `variable` may name (`RECORD_VARIABLES`).
     - `point_processes`: NEURON's point processes (`point_processes[].kind`).
     - `netcon_sources`: the NetCon sources implemented
-      (`netcons[].source`'s key); a cell-voltage source is not yet.
+      (`netcons[].source`'s key; `"cell"`: a compartment's voltage).
     """
 
     mechanisms: Mapping[str, type]
@@ -382,6 +382,6 @@ REGISTRY = Registry(
     ions=ION_KEYS,
     variables=RECORD_VARIABLES,
     point_processes=POINT_PROCESS_KINDS,
-    netcon_sources={"spike_times": SpikeTimes, "netstim": NetStim},
+    netcon_sources={"spike_times": SpikeTimes, "netstim": NetStim, "cell": Site},
 )
 """The names model files may use (see `Registry`)."""

@@ -27,7 +27,7 @@ from ._events import (
     read_spikes,
 )
 from ._ions import check_variables, read_ions
-from ._nmodl import read_nmodl
+from ._nmodl import point_kinds, read_nmodl, split_nmodl
 from ._reader import describe, key, LIMITS, Limits, Reader, suggest
 from ._registry import (
     check_solver,
@@ -83,6 +83,7 @@ class ModelSpec:
     ions: dict = field(default_factory=dict)
     point_processes: tuple = ()  # events: point-process objects, named
     netcons: tuple = ()  # events: `NetCon`s, targets by name
+    spikes: tuple = ()  # events: `SpikeRecording`s
 
     @property
     def directory(self) -> Path:
@@ -261,6 +262,7 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
     if not items:
         r.fail("cells", "a model needs at least one cell")
     nmodl = read_nmodl(r, raw["nmodl"], directory) if "nmodl" in raw else {}
+    nmodl, imported = split_nmodl(nmodl)  # density mechanisms, point processes
     reader = CellReader(r, directory, limits.compartments, tiny, nmodl)
     read = [reader.cell(c, f"cells[{i}]") for i, c in enumerate(items)]
     cells = [c for c, _ in read]
@@ -274,18 +276,21 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
     )
     # events: point processes, NetCons, spikes
     pps = read_point_processes(
-        r, raw.get("point_processes", []), "point_processes", sites
+        r, raw.get("point_processes", []), "point_processes", sites, imported
     )
     kinds = {p.name: type(p).__name__ for p in pps}
-    netcons = read_netcons(r, raw.get("netcons", []), "netcons", kinds)
-    read_spikes(r, raw.get("spikes", []), "spikes")
+    receivers, recordable = point_kinds(imported)
+    netcons = read_netcons(
+        r, raw.get("netcons", []), "netcons", kinds, sites, receivers
+    )
+    spikes = read_spikes(r, raw.get("spikes", []), "spikes", sites)
     record = tuple(
-        read_point_record(r, s, f"record[{i}]", kinds)
+        read_point_record(r, s, f"record[{i}]", kinds, recordable)
         if isinstance(s, dict) and "point_process" in s
         else read_record(r, s, f"record[{i}]", sites)
         for i, s in enumerate(r.seq(raw.get("record", []), "record"))
     )
-    r.unique([x.name for x in record], "record", "recording")
+    r.unique([x.name for x in record + spikes], "record", "recording")
     ions = read_ions(r, raw["ions"]) if "ions" in raw else {}
     check_variables(r, record, cells, ions)
     _check_budget(r, integration, t_stop, sites.n_compartments, len(record), limits)
@@ -303,4 +308,5 @@ def validate(raw: Any, file: str, limits: Limits = LIMITS) -> ModelSpec:
         ions=ions,
         point_processes=pps,
         netcons=netcons,
+        spikes=spikes,
     )

@@ -12,7 +12,12 @@ from .._controller import NonFiniteRejecting, SafeStepTo
 from .._controller._wrapped import AbstractWrappedController
 from .._solver._wrapped import AbstractWrappedSolver
 from .._term import MembraneTerm
-from ..events._stepping import adaptive_span, event_jump_times, with_events
+from ..events._stepping import (
+    adaptive_span,
+    arrival_clip,
+    event_jump_times,
+    with_events,
+)
 from ._base import (
     AbstractStepping,
     check_resolution,
@@ -169,6 +174,12 @@ class AdaptiveSteps(AbstractStepping):
     ) -> Outcome:
         t0, t1, ts, jumps = times
         controller = safe_controller(self.controller, jumps)
+        # events: land on arrivals from threshold sources (no-op without them)
+        controller = eqx.tree_at(
+            lambda c: c.controller,
+            controller,
+            arrival_clip(controller.controller, model),
+        )
         # events: point-process hooks around each step (no-op without them)
         solver = with_events(solver, model, adaptive_span(t0, t1, ts.dtype))
         sol = dfx.diffeqsolve(

@@ -42,8 +42,10 @@ class FixedSteps(AbstractStepping):
     step budget is short of the grid) is the safe solve run instead. Both give the
     same steps, bit for bit, when nothing is non-finite, so the result is always
     the safe solve's. It pays where per-step overhead dominates (small models,
-    `vmap`ped batches); it costs a second compiled loop, a failing run solved twice,
-    and `Simulation.solution` is `None`. `plain_first=False`: the safe solve only.
+    `vmap`ped batches); it costs a second compiled loop (a call outside `jit`,
+    `grad` and `vmap` compiles the safe loop only when its plain run fails), a
+    failing run solved twice, and `Simulation.solution` is `None`.
+    `plain_first=False`: the safe solve only.
 
     **Derivatives** (`safe_gradient=True`, the default) come from the safe solve
     alone: with an adjoint for reverse mode only (`stable_ode.Checkpointing`,
@@ -130,11 +132,55 @@ class FixedSteps(AbstractStepping):
     def solve(
         self, model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
     ) -> Outcome:
+        cfg = self._config(
+            model, times, solver, adjoint, max_steps, progress_meter, recorder
+        )
+        if not self.runs_plain_first(adjoint, max_steps, times.shape[0] - 1):
+            sol, saved, final, t_end = _safe_solve((model, y0), cfg)
+            stats, result = solution_stats(sol, t_end)
+            return Outcome(times[:: self.save_every], saved, stats, result, final, sol)
+        run = _plain_first_safe_vjp if self.safe_gradient else _plain_first
+        saved, final, stats, result = run((model, y0), cfg)
+        return Outcome(times[:: self.save_every], saved, stats, result, final, None)
+
+    def solve_plain(
+        self, model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
+    ) -> tuple[Outcome, Array]:
+        """The plain run of the plain-first policy alone, for a call that nothing
+        differentiates or batches (`simulate` called outside `jit`, `grad` and
+        `vmap`): `(outcome, ok)`, where the outcome is `solve`'s whenever `ok` (no
+        non-finite value, the grid reached); else the caller runs the safe solve
+        (`FixedSteps(plain_first=False)`), which is what `solve` returns then. So
+        an eager call compiles the safe loop only if it needs it. Only where
+        `runs_plain_first`."""
+        cfg = self._config(
+            model, times, solver, adjoint, max_steps, progress_meter, recorder
+        )
+        fast, ok = _plain_run((model, y0), cfg, differentiated=not self.safe_gradient)
+        saved, final, stats, result = fast()
+        outcome = Outcome(times[:: self.save_every], saved, stats, result, final, None)
+        return outcome, ok
+
+    def runs_plain_first(
+        self, adjoint: dfx.AbstractAdjoint, max_steps: int, n_steps: int
+    ) -> bool:
+        """Whether `solve` runs plain first with this adjoint, step budget and
+        number of grid steps: `plain_first`, and, with `safe_gradient`, an adjoint
+        for reverse mode only; a budget short of the grid fails either way, and the
+        safe solve says where."""
+        safe_only = not self.plain_first or (
+            self.safe_gradient and not _reverse_only(adjoint)
+        )
+        return not (safe_only or max_steps < n_steps)
+
+    def _config(
+        self, model, times, solver, adjoint, max_steps, progress_meter, recorder
+    ):
         controller = SafeStepTo(times) if self.controller is None else self.controller
         # events: point-process hooks around each step (no-op without them)
         span = fixed_span(self.dt)
         solver = with_events(solver, model, span)
-        cfg = _Fixed(
+        return _Fixed(
             solver=guard(solver, controller, check_error=controller.check_error),
             controller=controller,
             grid=times,
@@ -144,18 +190,6 @@ class FixedSteps(AbstractStepping):
             progress_meter=progress_meter,
             recorder=recorder,
         )
-        n = times.shape[0] - 1
-        # A budget short of the grid fails either way: the safe solve says where.
-        safe_only = not self.plain_first or (
-            self.safe_gradient and not _reverse_only(adjoint)
-        )
-        if safe_only or max_steps < n:
-            sol, saved, final, t_end = _safe_solve((model, y0), cfg)
-            stats, result = solution_stats(sol, t_end)
-            return Outcome(times[:: self.save_every], saved, stats, result, final, sol)
-        run = _plain_first_safe_vjp if self.safe_gradient else _plain_first
-        saved, final, stats, result = run((model, y0), cfg)
-        return Outcome(times[:: self.save_every], saved, stats, result, final, None)
 
 
 class _Fixed(eqx.Module):
@@ -242,13 +276,11 @@ def _safe(model_y0, cfg: _Fixed):
     return saved, final, fixed_types(stats, cfg.grid.dtype), result
 
 
-def _plain_first(model_y0, cfg: _Fixed, differentiated: bool = True):
-    """Fixed steps run first with `diffrax.StepTo` (no per-step finiteness test or
-    retry bookkeeping); if anything in that run is non-finite, the safe solve
-    instead. Returns `(saved, final, stats, result)`.
-
-    `differentiated=False` (the value of `_plain_first_safe_vjp`, which no
-    derivative goes through) runs the first solve without the `NonFiniteGuard`: the
+def _plain_run(model_y0, cfg: _Fixed, differentiated: bool):
+    """The grid run with `diffrax.StepTo` (no per-step finiteness test or retry
+    bookkeeping): `(take, ok)`, where `take()` gives its `(saved, final, stats,
+    result)` and `ok` says whether they stand (nothing non-finite, the grid
+    reached). `differentiated=False` runs it without the `NonFiniteGuard`: the
     guard only matters to derivatives."""
     model, y0 = model_y0
     grid = cfg.grid
@@ -267,29 +299,36 @@ def _plain_first(model_y0, cfg: _Fixed, differentiated: bool = True):
     ok = tree_all_finite(final) & (fast.result == dfx.RESULTS.successful)
     dtype = grid.dtype
 
-    stats = make_stats(
-        num_steps=fast.stats["num_steps"],
-        num_accepted=fast.stats["num_accepted_steps"],
-        num_rejected=fast.stats["num_rejected_steps"],
-        num_nonfinite_rejected=0,
-        min_dt=jnp.min(grid[1:] - grid[:-1]),
-        t_fail=jnp.inf,
-    )
-    plain = (
-        saved[:: cfg.every],
-        final,
-        fixed_types(stats, dtype),
-        RESULTS.promote(fast.result),
-    )
+    def take():
+        stats = make_stats(
+            num_steps=fast.stats["num_steps"],
+            num_accepted=fast.stats["num_accepted_steps"],
+            num_rejected=fast.stats["num_rejected_steps"],
+            num_nonfinite_rejected=0,
+            min_dt=jnp.min(grid[1:] - grid[:-1]),
+            t_fail=jnp.inf,
+        )
+        return (
+            saved[:: cfg.every],
+            final,
+            fixed_types(stats, dtype),
+            RESULTS.promote(fast.result),
+        )
+
+    return take, ok
+
+
+def _plain_first(model_y0, cfg: _Fixed, differentiated: bool = True):
+    """`_plain_run`, and if its result does not stand, the safe solve instead.
+    Returns `(saved, final, stats, result)`."""
+    take_fast, ok = _plain_run(model_y0, cfg, differentiated)
     if not differentiated:
         # Under `vmap`, the safe solve for the failing members only (no
         # derivative goes through this value).
-        return where_failed(lambda a: _safe(*a), (model_y0, cfg), plain, ok)
+        return where_failed(lambda a: _safe(*a), (model_y0, cfg), take_fast(), ok)
     # `unvmap_all`: under `vmap` a real branch; one non-finite member sends the
     # whole batch down the safe path (each member's result is its own either way).
-    return jax.lax.cond(
-        eqxi.unvmap_all(ok), lambda: plain, lambda: _safe(model_y0, cfg)
-    )
+    return jax.lax.cond(eqxi.unvmap_all(ok), take_fast, lambda: _safe(model_y0, cfg))
 
 
 def _safe_parts(dynamic, static, cfg):

@@ -1,6 +1,6 @@
-"""Events: NEURON's point processes at a site, and NetCons whose source is
-known before the run (spike-time lists, `NetStim`), delivered at their exact
-arrival times. See `docs/events.md`."""
+"""Events: NEURON's point processes at a site, and NetCons from spike-time
+lists, `NetStim`s or a compartment's voltage crossing a threshold, delivered
+at their exact arrival times. See `docs/events.md`."""
 
 from ._build import PointRecording as PointRecording
 from ._netcon import NetCon as NetCon, NetStim as NetStim, SpikeTimes as SpikeTimes
@@ -11,4 +11,6 @@ from ._processes import (
     IClamp as IClamp,
     POINT_PROCESS_KINDS as POINT_PROCESS_KINDS,
     SEClamp as SEClamp,
+    VClamp as VClamp,
 )
+from ._sources import SpikeRecording as SpikeRecording

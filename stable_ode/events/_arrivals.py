@@ -89,3 +89,51 @@ def build_arrivals(times, entries, netcons, weights, dtype) -> Arrivals:
         weight=jnp.asarray(np.asarray(weights, dtype=float), dtype),
         table=table,
     )
+
+
+NONE = -1e30
+"""The "no spike" time (ms) in the buffers: finite, so the states stay finite,
+and far enough in the past that `NONE + delay` is never delivered."""
+
+
+def is_time(t):
+    return t > 0.5 * NONE
+
+
+class CellArrivals(eqx.Module):
+    """The NetCons from threshold sources into one synapse group.
+
+    **Fields:** `source` (which source), `entry` (which synapse of the group),
+    `delay` (ms, > 0; differentiable), `weight` (µS; differentiable), one per
+    NetCon."""
+
+    source: Int[Array, " m"]
+    entry: Int[Array, " m"]
+    delay: Float[Array, " m"]
+    weight: Float[Array, " m"]
+
+    def deliver(self, states, ring, t_lo, t_hi, t_at, closed: bool, jump):
+        """`states` with the arrivals in `(t_lo, t_hi]` (`closed`) or
+        `(t_lo, t_hi)` added by `jump(entry, weight, age)`, `age = t_at -
+        arrival` (ms); `ring`: the sources' `spikes` state."""
+        spikes = ring[self.source]  # (m, pending)
+        t = spikes + self.delay[:, None]
+        ts = jax.lax.stop_gradient(t)
+        mask = is_time(spikes) & (ts > t_lo) & ((ts <= t_hi) if closed else (ts < t_hi))
+        age = jnp.where(mask, t_at - t, 0.0)
+        entry = jnp.broadcast_to(self.entry[:, None], t.shape)
+        w = jnp.broadcast_to(self.weight[:, None], t.shape)
+        out = dict(states)
+        for k, inc in jump(entry, w, age).items():
+            inc = jnp.where(mask, inc, jnp.zeros_like(inc))
+            out[k] = out[k].at[entry.reshape(-1)].add(inc.reshape(-1))
+        return out
+
+    def next_arrival(self, ring, after):
+        """`(t, at)`: the first arrival strictly after `after` (ms; `inf` if
+        none), and whether one is at `after`."""
+        spikes = jax.lax.stop_gradient(ring[self.source])
+        t = spikes + jax.lax.stop_gradient(self.delay)[:, None]
+        ok = is_time(spikes)
+        later = jnp.where(ok & (t > after), t, jnp.inf)
+        return jnp.min(later, initial=jnp.inf), jnp.any(ok & (t == after))

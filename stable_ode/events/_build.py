@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._errors import InvalidArgument
-from .._stimulus import StepCurrent
+from .._stimulus import Site, StepCurrent
 from ._arrivals import build_arrivals
 from ._groups import AlphaSynapseGroup, Exp2SynGroup, ExpSynGroup, SEClampGroup
 from ._netcon import NetCon, spike_times_of
@@ -21,7 +21,10 @@ from ._processes import (
     IClamp,
     POINT_PROCESS_KINDS,
     SEClamp,
+    VClamp,
 )
+from ._sources import build_sources, SpikeRecording
+from ._vclamp import VClampGroup
 
 
 class PointRecording(eqx.Module):
@@ -37,6 +40,20 @@ class PointRecording(eqx.Module):
 
 _GROUPS = {ExpSyn: ExpSynGroup, Exp2Syn: Exp2SynGroup}
 
+EVENT_RECORDINGS = (PointRecording, SpikeRecording)
+"""The recordings `build` hands to `build_events`."""
+
+
+def _imported(pp) -> bool:
+    """Whether `pp` is a point process imported from an NMODL file
+    (`stable_ode.load_nmodl`), which builds its own group."""
+    return callable(getattr(type(pp), "make_point_process_group", None))
+
+
+def _receives(pp) -> bool:
+    """Whether an imported point process has a NET_RECEIVE."""
+    return _imported(pp) and bool(getattr(type(pp), "receives_events", False))
+
 
 def _name(pp, k, counts) -> str:
     if pp.name is not None:
@@ -50,18 +67,24 @@ def _name(pp, k, counts) -> str:
 def build_events(
     point_processes: Sequence,
     netcons: Sequence[NetCon],
-    recordings: Sequence[PointRecording],
+    recordings: Sequence,
     index_of,
     dtype,
 ):
     """`(groups, step_currents, recordings)`: the point-process groups (in a
-    fixed kind order), the IClamps as `StepCurrent`s, and each recording as
-    `(name, k, variable, entry)` with `k` the position in `groups`."""
+    fixed kind order, then the threshold sources), the IClamps as
+    `StepCurrent`s, and each `PointRecording` as `(name, k, variable, entry)`
+    with `k` the position in `groups` (`SpikeRecording`s are logged by the
+    sources' group)."""
+    spike_recs = [
+        (j, r) for j, r in enumerate(recordings) if isinstance(r, SpikeRecording)
+    ]
+    recordings = [r for r in recordings if not isinstance(r, SpikeRecording)]
     pps = list(point_processes)
     counts: dict = {}
     names = []
     for k, pp in enumerate(pps):
-        if type(pp) not in POINT_PROCESS_KINDS.values():
+        if type(pp) not in POINT_PROCESS_KINDS.values() and not _imported(pp):
             raise InvalidArgument(
                 "build",
                 f"point_processes[{k}]",
@@ -98,6 +121,7 @@ def build_events(
 
     # NetCons → arrivals per target kind.
     arrivals: dict = {}
+    cell_netcons: list = []
     for j, nc in enumerate(netcons):
         where = f"netcons[{j}].target"
         if not isinstance(nc, NetCon):
@@ -106,13 +130,24 @@ def build_events(
             )
         source, target, delay, weight = nc.source, nc.target, nc.delay, nc.weight
         k = find(target, where)
-        if type(pps[k]) not in _GROUPS:
+        if type(pps[k]) not in _GROUPS and not _receives(pps[k]):
             raise InvalidArgument(
                 "build",
                 where,
                 f"{names[k]!r} is a {type(pps[k]).__name__}, which receives no "
                 "NetCon events (targets: ExpSyn, Exp2Syn)",
             )
+        if isinstance(source, Site):
+            if _imported(pps[k]):
+                raise InvalidArgument(
+                    "build",
+                    f"netcons[{j}].source",
+                    f"a cell-voltage source cannot target {names[k]!r}, a point "
+                    "process imported from an NMODL file, yet (give spike times "
+                    "or a NetStim, or target an ExpSyn/Exp2Syn)",
+                )
+            cell_netcons.append((j, type(pps[k]), entry_of[k], nc))
+            continue
         t = spike_times_of(source) + float(delay)
         a = arrivals.setdefault(type(pps[k]), ([], [], [], []))
         a[0].append(t)
@@ -129,9 +164,12 @@ def build_events(
             )
         return out, ks
 
+    sources, log, cell_arrivals = build_sources(
+        cell_netcons, spike_recs, index_of, dtype
+    )
     groups, steps = [], []
     where_of = {}
-    for kind in (ExpSyn, Exp2Syn, AlphaSynapse, SEClamp):
+    for kind in (ExpSyn, Exp2Syn, AlphaSynapse, SEClamp, VClamp):
         if kind not in by_kind:
             continue
         ks = by_kind[kind]
@@ -146,10 +184,26 @@ def build_events(
                 )
             fields = ("tau", "e") if kind is ExpSyn else ("tau1", "tau2", "e")
             p, _ = params(kind, fields)
-            group = _GROUPS[kind](**p, index=index, arrivals=arr, names=gnames)
+            group = _GROUPS[kind](
+                **p,
+                index=index,
+                arrivals=arr,
+                cell=cell_arrivals.get(kind),
+                names=gnames,
+            )
         elif kind is AlphaSynapse:
             p, _ = params(kind, ("onset", "tau", "gmax", "e"))
             group = AlphaSynapseGroup(**p, index=index, names=gnames)
+        elif kind is VClamp:
+            p, _ = params(kind, ("gain", "rstim", "tau1", "tau2", "fac"))
+            arr3 = {
+                f: jnp.asarray(
+                    np.asarray([[float(x) for x in getattr(pps[k], f)] for k in ks]).T,
+                    dtype,
+                )
+                for f in ("dur", "amp")
+            }
+            group = VClampGroup(**p, **arr3, index=index, names=gnames)
         else:
             p, _ = params(kind, ("rs", "dur1", "dur2", "dur3", "amp1", "amp2", "amp3"))
             group = SEClampGroup(
@@ -162,6 +216,25 @@ def build_events(
         for j, k in enumerate(ks):
             where_of[k] = (len(groups), j)
         groups.append(group)
+    for kind in by_kind:  # point processes imported from NMODL files
+        if not _imported(pps[by_kind[kind][0]]):
+            continue
+        ks = by_kind[kind]
+        index = jnp.asarray([index_of(pps[k].site) for k in ks], jnp.int32)
+        arr = None
+        if kind in arrivals and sum(t.size for t in arrivals[kind][0]):
+            t, e, n, w = arrivals[kind]
+            arr = build_arrivals(
+                np.concatenate(t), np.concatenate(e), np.concatenate(n), w, dtype
+            )
+        names_k = tuple(names[k] for k in ks)
+        group = kind.make_point_process_group(
+            [pps[k] for k in ks], index, arr, names_k, dtype
+        )
+        for j, k in enumerate(ks):
+            where_of[k] = (len(groups), j)
+        groups.append(group)
+    groups.extend(g for g in (sources, log) if g is not None)
     for k in by_kind.get(IClamp, []):
         pp = pps[k]
         steps.append(StepCurrent(pp.site, pp.amp, pp.delay, pp.dur))

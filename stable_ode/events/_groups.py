@@ -24,7 +24,7 @@ from jaxtyping import Array, Float, Int
 
 from .._group import AbstractStateGroup
 from ..mechanisms import AbstractKinetics, Environment, Relaxation
-from ._arrivals import Arrivals
+from ._arrivals import Arrivals, CellArrivals
 
 
 _T_NONE = -1e-30  # "nothing delivered yet": just before t = 0
@@ -122,27 +122,38 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         """The increments of the states by arrivals at synapses `entry` with
         weights `w` (µS), decayed over `age` ms since their arrival."""
 
+    def cell_arrivals(self) -> CellArrivals | None:
+        """The NetCons from threshold sources into this group, or `None` (the
+        default). The event stepping delivers them after `before_step` and
+        `after_step`, by `jump`, over the same intervals (from the
+        `t_delivered` state), and then calls `with_current`."""
+        return None
+
     def before_step(self, t0, t1, t_start, states, span):
         del t1
-        arrivals = self.arrivals
-        if arrivals is None:
-            return states
         t_done = jnp.maximum(states["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
-        out = _deliver(arrivals, states, t_done, t0, t0, span, True, self.jump)
+        out = dict(
+            _deliver(self.arrivals, states, t_done, t0, t0, span, True, self.jump)
+        )
         out["t_delivered"] = jnp.full_like(states["t_delivered"], t0)
         return out
 
     def after_step(self, t0, t1, v1, states, span):
-        del t0, v1
-        arrivals = self.arrivals
-        if arrivals is None:
-            return states
+        del t0
         t_done = states["t_delivered"][0]
-        out = _deliver(arrivals, states, t_done, t1, t1, span, False, self.jump)
+        out = dict(
+            _deliver(self.arrivals, states, t_done, t1, t1, span, False, self.jump)
+        )
         out["t_delivered"] = jnp.full_like(
             states["t_delivered"], jnp.nextafter(t1, -jnp.inf)
         )
-        return out
+        return self.with_current(v1, out)
+
+    def with_current(self, v, states):
+        """`states` with their recorded current at voltages `v` (mV, all
+        compartments), if the group records one (none by default)."""
+        del v
+        return states
 
     def jump_times(self, dtype):
         if self.arrivals is None:
@@ -152,14 +163,16 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
 
 
 class ExpSynGroup(AbstractArrivalGroup):
-    """`ExpSyn`s, vectorised (`tau` ms, `e` mV: shape `(n,)`); state `g` (µS)."""
+    """`ExpSyn`s, vectorised (`tau` ms, `e` mV: shape `(n,)`); states `g`
+    (µS) and `i` (nA, `g·(v - e)` at the step's end)."""
 
-    recordable: ClassVar[tuple[str, ...]] = ("g",)
+    recordable: ClassVar[tuple[str, ...]] = ("g", "i")
 
     tau: Float[Array, " n"]
     e: Float[Array, " n"]
     index: Int[Array, " n"]
     arrivals: Arrivals | None
+    cell: CellArrivals | None
     names: tuple[str, ...] = eqx.field(static=True)
     kind: str = eqx.field(static=True, default="ExpSyn")
 
@@ -172,6 +185,7 @@ class ExpSynGroup(AbstractArrivalGroup):
         return {
             "g": Relaxation(inf=jnp.zeros_like(g), rate=1.0 / self.tau),
             "t_delivered": Held(),
+            "i": Held(),
         }
 
     def current(self, model, v, states):
@@ -180,7 +194,13 @@ class ExpSynGroup(AbstractArrivalGroup):
 
     def init_states(self, model, v):
         z = jnp.zeros_like(self.tau)
-        return {"g": z, "t_delivered": jnp.full_like(z, _T_NONE)}
+        return {"g": z, "t_delivered": jnp.full_like(z, _T_NONE), "i": z}
+
+    def cell_arrivals(self):
+        return self.cell
+
+    def with_current(self, v, states):
+        return {**states, "i": self.current(None, v, states)}
 
 
 def _exp2_taus(tau1, tau2):
@@ -195,15 +215,16 @@ def _exp2_taus(tau1, tau2):
 
 class Exp2SynGroup(AbstractArrivalGroup):
     """`Exp2Syn`s, vectorised (`tau1`, `tau2` ms, `e` mV); states `A`, `B`
-    (µS), `g = B - A`."""
+    (µS), `g = B - A`, `i` (nA, `g·(v - e)` at the step's end)."""
 
-    recordable: ClassVar[tuple[str, ...]] = ("A", "B", "g")
+    recordable: ClassVar[tuple[str, ...]] = ("A", "B", "g", "i")
 
     tau1: Float[Array, " n"]
     tau2: Float[Array, " n"]
     e: Float[Array, " n"]
     index: Int[Array, " n"]
     arrivals: Arrivals | None
+    cell: CellArrivals | None
     names: tuple[str, ...] = eqx.field(static=True)
     kind: str = eqx.field(static=True, default="Exp2Syn")
 
@@ -223,6 +244,7 @@ class Exp2SynGroup(AbstractArrivalGroup):
             "A": Relaxation(inf=z, rate=1.0 / tau1),
             "B": Relaxation(inf=z, rate=1.0 / self.tau2),
             "t_delivered": Held(),
+            "i": Held(),
         }
 
     def current(self, model, v, states):
@@ -231,7 +253,13 @@ class Exp2SynGroup(AbstractArrivalGroup):
 
     def init_states(self, model, v):
         z = jnp.zeros_like(self.tau2)
-        return {"A": z, "B": z, "t_delivered": jnp.full_like(z, _T_NONE)}
+        return {"A": z, "B": z, "t_delivered": jnp.full_like(z, _T_NONE), "i": z}
+
+    def cell_arrivals(self):
+        return self.cell
+
+    def with_current(self, v, states):
+        return {**states, "i": self.current(None, v, states)}
 
 
 class AlphaSynapseGroup(AbstractPointProcessGroup):

@@ -1,6 +1,7 @@
-"""NetCons whose source is known before the run: a list of spike times or
-NEURON's `NetStim`. Their arrival times (`spike + delay`, ms) are computed once,
-at build time, in NumPy.
+"""NetCons and their sources: a list of spike times or NEURON's `NetStim`
+(known before the run: arrival times `spike + delay`, ms, computed once at
+build time in NumPy), or a compartment's voltage crossing a threshold
+(`stable_ode.events._sources`).
 """
 
 import math
@@ -11,6 +12,11 @@ import numpy as np
 
 from .._errors import concrete_number, InvalidArgument
 from .._stimulus import Site
+
+
+MIN_INTERVAL = 1.0
+"""The shortest interval between two spikes of a source (ms) that the default
+ring-buffer size (`NetCon.max_pending`) allows for."""
 
 
 class SpikeTimes(eqx.Module):
@@ -109,43 +115,96 @@ class NetCon(eqx.Module):
 
     **Fields:**
 
-    - `source`: a `SpikeTimes` or a `NetStim` (known before the run). A cell's
-      voltage crossing a threshold (a `Site` source) is not supported yet.
+    - `source`: a `SpikeTimes` or a `NetStim` (known before the run), or a
+      `stable_ode.Site`: that compartment's voltage crossing `threshold`
+      upwards (NEURON's `NetCon(sec(x)._ref_v, target, threshold, delay,
+      weight)`), located within the step by linear interpolation.
     - `target`: the point process (the object given to `build`) or its `name`;
       an `ExpSyn` or an `Exp2Syn`.
-    - `delay`: ms (>= 0; default 1, as NEURON). Gradients do not flow to it.
+    - `delay`: ms (>= 0, > 0 for a `Site` source, as NEURON; default 1).
+      Differentiable for a `Site` source; fixed for the others.
     - `weight`: µS (default 0, as NEURON); differentiable.
+    - `threshold`: mV (default 10, NEURON's), for a `Site` source only. NetCons
+      from the same compartment with the same threshold share one source.
+    - `max_pending`: for a `Site` source, the most spikes of its source that
+      may be in flight at once (its ring buffer's size; default
+      `ceil(delay / 1 ms) + 2`, enough for a source that fires at most once
+      per ms). A source firing faster is reported (`RESULTS.event_overflow`),
+      never silently dropped.
     """
 
     source: SpikeTimes | NetStim | Site
     target: object
     delay: float = 1.0
     weight: float = 0.0
+    threshold: float | None = None
+    max_pending: int | None = None
 
     def __check_init__(self):
-        if isinstance(self.source, Site):
+        if not isinstance(self.source, (SpikeTimes, NetStim, Site)):
             raise InvalidArgument(
                 "NetCon",
                 "source",
-                "a cell-voltage source (threshold crossing) is not supported yet; "
-                "use SpikeTimes or NetStim",
+                "must be a SpikeTimes, a NetStim or a stable_ode.Site (a "
+                f"compartment's voltage crossing a threshold), got {self.source!r}",
             )
-        if not isinstance(self.source, (SpikeTimes, NetStim)):
-            raise InvalidArgument(
-                "NetCon",
-                "source",
-                f"must be a SpikeTimes or a NetStim, got {self.source!r}",
-            )
+        cell = isinstance(self.source, Site)
         d = self.delay
         if not concrete_number(d) or not math.isfinite(d) or d < 0:
             raise InvalidArgument(
                 "NetCon", "delay", f"must be a number >= 0 ms, got {d!r}"
             )
+        if cell and not d > 0:
+            raise InvalidArgument(
+                "NetCon",
+                "delay",
+                f"must be > 0 ms for a cell-voltage source (as NEURON), got {d!r}",
+            )
         if concrete_number(self.weight) and not math.isfinite(self.weight):
             raise InvalidArgument(
                 "NetCon", "weight", f"must be finite, got {self.weight!r}"
             )
+        thr = self.threshold
+        if thr is not None:
+            if not cell:
+                raise InvalidArgument(
+                    "NetCon", "threshold", "only a cell-voltage (Site) source has one"
+                )
+            if not concrete_number(thr) or not math.isfinite(thr):
+                raise InvalidArgument(
+                    "NetCon", "threshold", f"must be a finite number (mV), got {thr!r}"
+                )
+        k = self.max_pending
+        if k is not None:
+            if not cell:
+                raise InvalidArgument(
+                    "NetCon", "max_pending", "only a cell-voltage (Site) source has one"
+                )
+            if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+                raise InvalidArgument(
+                    "NetCon", "max_pending", f"must be an integer >= 1, got {k!r}"
+                )
 
     def arrival_times(self) -> np.ndarray:
-        """When the events reach the target, ms."""
+        """When the events reach the target, ms (known-before-the-run sources)."""
+        if isinstance(self.source, Site):
+            raise InvalidArgument(
+                "NetCon.arrival_times",
+                "source",
+                "a cell-voltage source's spikes are known only after the run",
+            )
         return spike_times_of(self.source) + float(self.delay)
+
+
+def threshold_of(nc: NetCon) -> float:
+    """A cell-voltage NetCon's threshold, mV (NEURON's default 10 if not
+    given). Functions, not methods, for the speed of `build` (see
+    `spike_times_of`)."""
+    return 10.0 if nc.threshold is None else float(nc.threshold)
+
+
+def pending_of(nc: NetCon) -> int:
+    """The ring-buffer size a cell-voltage NetCon asks of its source."""
+    if nc.max_pending is not None:
+        return int(nc.max_pending)
+    return int(math.ceil(float(nc.delay) / MIN_INTERVAL)) + 2

@@ -3,8 +3,8 @@ user writes. `build(..., point_processes=...)` turns each kind into one
 vectorised group (`stable_ode.events._groups`).
 
 Parameters, units and defaults are NEURON's (`stim.mod`, `expsyn.mod`,
-`exp2syn.mod`, `svclmp.mod` and the built-in `AlphaSynapse`); every current is
-in nA into the one compartment that contains the site.
+`exp2syn.mod`, `svclmp.mod`, `vclmp.mod` and the built-in `AlphaSynapse`);
+every current is in nA into the one compartment that contains the site.
 """
 
 import equinox as eqx
@@ -140,11 +140,66 @@ class SEClamp(eqx.Module):
             _check("SEClamp", f"amp{k}", getattr(self, f"amp{k}"))
 
 
+class VClamp(eqx.Module):
+    """NEURON's `VClamp` (`vclmp.mod`): a two-electrode voltage clamp, a
+    control amplifier of `gain` and time constant `tau2` (ms) driving the
+    cell through `rstim` (MΩ), and a measuring amplifier of time constant
+    `tau1` (ms), with three levels: the command is `amp[0]` (mV) for
+    `t < dur[0]`, `amp[1]` until `dur[0] + dur[1]`, `amp[2]` until
+    `dur[0] + dur[1] + dur[2]` (ms), then the clamp is off (`i = 0`).
+
+    Its three states (the amplifier's input `e`, its output `vo`, the
+    measured `vi`, all mV) follow NEURON's own discretisation, the `LINEAR
+    clamp` block with `t1 = tau1/dt`, `t2 = tau2/dt` over each step of `dt`:
+    `vi = v + fac·(vo - v)`, `(1 + t2)·vo - t2·vo₀ = -gain·e`,
+    `(1 + t1)·vi - (2 + t1)·e = stim + t1·(vi₀ - e₀)` (`₀`: the values at
+    the step's start). It injects `i = (vo - v)/rstim` nA (positive
+    depolarises), linear in `v`, so implicit steps treat it exactly as
+    NEURON's fixed step does. As NEURON, the level of a step is the one at
+    its middle and the recorded `i` is recomputed at the voltage at the
+    step's end; the clamp is a fixed-step model (NEURON refuses it under
+    CVODE: its dynamics depend on the step). Recordable: `i` (nA), `vo`,
+    `e`, `vi` (mV). The sample at `t = 0` of `i` is 0 (NEURON's is computed
+    with its `dt`).
+
+    **Fields:** `dur` (3 durations, ms, >= 0; default 0), `amp` (3 levels, mV;
+    default 0), `gain` (default 1e5), `rstim` (MΩ, > 0; default 1), `tau1`
+    (ms, >= 0; default 0.001), `tau2` (ms, >= 0; default 0), `fac` (default
+    0)."""
+
+    site: Site
+    dur: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    amp: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    gain: float = 1e5
+    rstim: float = 1.0
+    tau1: float = 0.001
+    tau2: float = 0.0
+    fac: float = 0.0
+    name: str | None = None
+
+    def __check_init__(self):
+        _check_site("VClamp", self.site)
+        for f in ("dur", "amp"):
+            x = getattr(self, f)
+            if not isinstance(x, (tuple, list)) or len(x) != 3:
+                raise InvalidArgument(
+                    "VClamp", f, f"must be 3 numbers (NEURON's {f}[0..2]), got {x!r}"
+                )
+            for j, xj in enumerate(x):
+                _check("VClamp", f"{f}[{j}]", xj, ge=0 if f == "dur" else None)
+        _check("VClamp", "gain", self.gain, ge=0)
+        _check("VClamp", "rstim", self.rstim, gt=0)
+        _check("VClamp", "tau1", self.tau1, ge=0)
+        _check("VClamp", "tau2", self.tau2, ge=0)
+        _check("VClamp", "fac", self.fac)
+
+
 POINT_PROCESS_KINDS = {
     "IClamp": IClamp,
     "ExpSyn": ExpSyn,
     "Exp2Syn": Exp2Syn,
     "AlphaSynapse": AlphaSynapse,
     "SEClamp": SEClamp,
+    "VClamp": VClamp,
 }
 """The point-process classes by NEURON's name."""

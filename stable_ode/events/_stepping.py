@@ -14,13 +14,19 @@ times), see it from its arrival on.
 
 import diffrax as dfx
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array
 
+from .._controller._wrapped import AbstractWrappedController
+from .._results import RESULTS
 from .._solver._wrapped import AbstractWrappedSolver
 from .._state import group_states, State
 from .._term import membrane_term
-from ._groups import AbstractPointProcessGroup
+from ._arrivals import CellArrivals, is_time
+from ._groups import AbstractArrivalGroup, AbstractPointProcessGroup
+from ._sources import SpikeLog, ThresholdSources
 
 
 def has_events(model) -> bool:
@@ -36,10 +42,35 @@ def _hook(model, y: State, fn) -> State:
     return State(v=y.v, groups=groups)
 
 
+def _ring(model, y: State):
+    """The threshold sources' ring buffer in `y` (`(n, pending)` ms), or
+    `None`."""
+    for g, x in zip(model.groups, y.groups):
+        if isinstance(g, ThresholdSources):
+            return g.ring(x)
+    return None
+
+
+def _detect(model, t0, t1, v0, y1: State) -> State:
+    """`y1` with the threshold crossings of the step recorded by the sources
+    and the spike log."""
+    groups = list(y1.groups)
+    found = None
+    for k, g in enumerate(model.groups):
+        if isinstance(g, ThresholdSources):
+            groups[k], *found = g.detect(t0, t1, v0, y1.v, groups[k])
+    for k, g in enumerate(model.groups):
+        if isinstance(g, SpikeLog) and found is not None:
+            groups[k] = g.write(groups[k], *found)
+    return State(v=y1.v, groups=group_states(groups))
+
+
 class EventSteps(AbstractWrappedSolver):
     """Wraps a solver so that each step from `t0` to `t1` starts from the
     point processes' `before_step` states and ends with their `after_step`
-    states (see `stable_ode.events._groups`).
+    states (see `stable_ode.events._groups`). After the step, threshold
+    sources first record the crossings of the step (from the voltages at its
+    start and end), then the synapses receive the arrivals inside it.
 
     **Fields:** `solver`, the wrapped solver; `span`, the longest delivery
     interval, ms (the fixed step, or a few units in the last place of the
@@ -56,12 +87,35 @@ class EventSteps(AbstractWrappedSolver):
         inner, t_start = solver_state
         model = membrane_term(terms).model
         span = self.span
-        y0 = _hook(model, y0, lambda g, x: g.before_step(t0, t1, t_start, x, span))
+        ring0 = _ring(model, y0)
+
+        def before(g, x):
+            y = g.before_step(t0, t1, t_start, x, span)
+            cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
+            if cell is None or ring0 is None:
+                return y
+            t_lo = jnp.maximum(x["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
+            return cell.deliver(y, ring0, t_lo, t0, t0, True, g.jump)
+
+        y0 = _hook(model, y0, before)
         y1, y_error, dense, inner, result = self.solver.step(
             terms, t0, t1, y0, args, inner, made_jump
         )
         v1 = y1.v
-        y1 = _hook(model, y1, lambda g, x: g.after_step(t0, t1, v1, x, span))
+        y1 = _detect(model, t0, t1, y0.v, y1)
+        ring1 = _ring(model, y1)
+
+        def after(g, x):
+            if isinstance(g, (ThresholdSources, SpikeLog)):
+                return x
+            y = g.after_step(t0, t1, v1, x, span)
+            cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
+            if cell is None or ring1 is None:
+                return y
+            y = cell.deliver(y, ring1, x["t_delivered"][0], t1, t1, False, g.jump)
+            return g.with_current(v1, y)
+
+        y1 = _hook(model, y1, after)
         return y1, y_error, dense, (inner, t_start), result
 
 
@@ -94,3 +148,96 @@ def event_jump_times(model, dtype):
         if isinstance(g, AbstractPointProcessGroup)
     ]
     return jnp.concatenate(parts) if parts else jnp.zeros((0,), dtype)
+
+
+class ArrivalClip(AbstractWrappedController):
+    """Wraps an adaptive controller so that steps land on the arrivals of
+    NetCons from threshold sources, which are only known during the solve:
+    each proposed step is clipped to end at the first arrival after its
+    start (read from the sources' ring buffers in the state), and to at most
+    `max_dt` (the shortest such delay, ms), so that a spike's arrivals are
+    never inside the step that detects it. `made_jump` is set for a step that
+    starts at an arrival (its state was changed by the delivery).
+
+    **Fields:** `controller`; `group`, the position of the `ThresholdSources`
+    group in the state's groups; `arrivals`, all those NetCons (one
+    `CellArrivals`); `max_dt`, ms."""
+
+    controller: dfx.AbstractAdaptiveStepSizeController
+    arrivals: CellArrivals
+    max_dt: Array
+    group: int = eqx.field(static=True)
+    pending: int = eqx.field(static=True)
+
+    def ring(self, y):
+        """The sources' ring buffer in state `y`."""
+        x = y.groups[self.group]
+        return jnp.stack([x[f"s{k}"] for k in range(self.pending)], axis=1)
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        t1, state = self.controller.init(
+            terms, t0, t1, y0, dt0, args, func, error_order
+        )
+        nxt, _ = self.arrivals.next_arrival(self.ring(y0), t0)
+        return jnp.minimum(jnp.minimum(t1, nxt), t0 + self.max_dt), state
+
+    def adapt_step_size(
+        self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+    ):
+        keep, t0n, t1n, jump, state, result = self.controller.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+        )
+        ring = jnp.where(keep, self.ring(y1_candidate), self.ring(y0))
+        nxt, at = self.arrivals.next_arrival(ring, t0n)
+        t1n = jnp.minimum(jnp.minimum(t1n, nxt), t0n + self.max_dt)
+        return keep, t0n, t1n, jump | at, state, result
+
+
+def arrival_clip(controller, model):
+    """`ArrivalClip` around `controller` if `model` has NetCons from threshold
+    sources, else `controller` unchanged."""
+    k = next(
+        (j for j, g in enumerate(model.groups) if isinstance(g, ThresholdSources)),
+        None,
+    )
+    parts = [
+        g.cell_arrivals()
+        for g in model.groups
+        if isinstance(g, AbstractArrivalGroup) and g.cell_arrivals() is not None
+    ]
+    if k is None or not parts:
+        return controller
+    arrivals = CellArrivals(
+        source=jnp.concatenate([p.source for p in parts]),
+        entry=jnp.concatenate([p.entry for p in parts]),
+        delay=jax.lax.stop_gradient(jnp.concatenate([p.delay for p in parts])),
+        weight=jnp.zeros((sum(p.source.shape[0] for p in parts),)),
+    )
+    pending = model.groups[k].pending
+    return ArrivalClip(controller, arrivals, jnp.min(arrivals.delay), k, pending)
+
+
+def event_outcome(model, final_state, result, stats):
+    """`(result, stats)` with `RESULTS.event_overflow` (and `t_fail` the time
+    of the first lost spike) if a threshold source overflowed."""
+    for g, x in zip(model.groups, final_state.groups):
+        if isinstance(g, (ThresholdSources, SpikeLog)):
+            t = x["overflow"]
+            hit = is_time(t)
+            lost = jnp.any(hit)
+            t_lost = jnp.min(jnp.where(hit, t, jnp.inf)).astype(stats["t_fail"].dtype)
+            ok = result == RESULTS.successful
+            result = RESULTS.where(lost & ok, RESULTS.event_overflow, result)
+            t_fail = jnp.where(lost & ok, t_lost, stats["t_fail"])
+            stats = {**stats, "t_fail": t_fail}
+    return result, stats
+
+
+def spike_log(model, state) -> dict:
+    """The recorded spike times (ms) by `SpikeRecording` name: arrays of
+    `max_spikes`, the spikes first, padded with `inf`."""
+    out = {}
+    for g, x in zip(model.groups, state.groups):
+        if isinstance(g, SpikeLog):
+            out.update(g.times(x))
+    return out

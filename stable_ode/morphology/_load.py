@@ -125,7 +125,37 @@ def load_morphology(
     file = os.fspath(path)
     if not os.path.isfile(file):
         raise FileNotFoundError(f"no such morphology file: {file}")
-    read = read_morphology(file)
+    return cell_from_sections(
+        file,
+        read_morphology(file),
+        name=name,
+        n_compartments=n_compartments,
+        d_lambda=d_lambda,
+        frequency=frequency,
+        axial_resistivity=axial_resistivity,
+        capacitance=capacitance,
+        mechanisms=mechanisms,
+        ions=ions,
+        properties=properties,
+    )
+
+
+def cell_from_sections(
+    file: str,
+    read: Sequence[MorphologySection],
+    *,
+    name,
+    n_compartments,
+    d_lambda,
+    frequency,
+    axial_resistivity,
+    capacitance,
+    mechanisms,
+    ions,
+    properties,
+) -> Cell:
+    """`load_morphology`'s `Cell` of `read_morphology`'s sections `read` (named
+    as given) read from `file`, arguments checked."""
     cm, ra = _section_values(read, properties, capacitance, axial_resistivity)
     sections = []
     for ms in read:

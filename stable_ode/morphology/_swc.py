@@ -97,8 +97,15 @@ def load_swc(
     axial_resistivity: float = 35.4,
     capacitance: float = 1.0,
     mechanisms: Sequence[Insert] = (),
+    geometry: str = "cylinders",
 ) -> Cell:
     """Read a standard SWC file into a `Cell`.
+
+    With `geometry="import3d"` the sections are NEURON's `Import3d` sections
+    with their 3-D points (exactly `load_morphology`'s cell: its soma rules,
+    attachment points and per-compartment areas and resistances) under the
+    names described below; that is what a model file's `"swc"` cell is. The
+    default, `"cylinders"`, is described here:
 
     **Sections.** Each unbranched run of points of one type becomes a section named
     `{type}_{k}` (`soma`, `axon`, `dend`, `apic`, or `type{t}` for custom types;
@@ -137,6 +144,8 @@ def load_swc(
     - `frequency`: Hz, for the d_lambda rule (default 100).
     - `axial_resistivity`: Ω·cm. `capacitance`: µF/cm².
     - `mechanisms`: `Insert`s, by the section names above.
+    - `geometry`: `"cylinders"` (default, one cylinder per section, as above) or
+      `"import3d"` (NEURON's sections and 3-D geometry, these names).
 
     **Returns:** a `Cell`.
 
@@ -146,6 +155,25 @@ def load_swc(
     """
     if soma not in ("single", "points"):
         raise ValueError(f'soma must be "single" or "points", got {soma!r}')
+    if geometry not in ("cylinders", "import3d"):
+        raise ValueError(
+            f'geometry must be "cylinders" or "import3d", got {geometry!r}'
+        )
+    if geometry == "import3d":
+        from ._swc_names import load_swc_geometry
+
+        load_swc(path, soma=soma, n_compartments=1)  # its checks and messages
+        return load_swc_geometry(
+            path,
+            soma=soma,
+            name=name,
+            n_compartments=n_compartments,
+            d_lambda=d_lambda,
+            frequency=frequency,
+            axial_resistivity=axial_resistivity,
+            capacitance=capacitance,
+            mechanisms=mechanisms,
+        )
     if n_compartments is None and d_lambda is None:
         raise ValueError("give n_compartments or d_lambda")
     if n_compartments is None and not (d_lambda > 0 and frequency > 0):

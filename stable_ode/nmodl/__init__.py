@@ -56,7 +56,7 @@ def load_nmodl(
 
     **Raises:** `NmodlError` (a `ValueError`) naming the file, the line and the
     construct for a file that is missing, does not parse, uses a construct
-    that is not supported (VERBATIM, POINTER, KINETIC, NET_RECEIVE, random
+    that is not supported (VERBATIM, POINTER, nonlinear KINETIC schemes, random
     numbers, POINT_PROCESS, ...), or defines a `SUFFIX` that another file
     already defines; `ImportError` if NEURON is not installed.
     """

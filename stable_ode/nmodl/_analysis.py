@@ -35,6 +35,11 @@ def _exprs(s):
         return [s.rhs]
     if isinstance(s, ir.If):
         return [s.cond]
+    if isinstance(s, ir.Reaction):
+        species = [ir.Name(n) for n, _ in s.lhs + s.rhs]
+        return [s.kf] + ([s.kb] if s.kb is not None else []) + species
+    if isinstance(s, ir.Conserve):
+        return [s.total] + [ir.Name(n) for n, _ in s.terms]
     return []
 
 

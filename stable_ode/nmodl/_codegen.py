@@ -84,6 +84,7 @@ class Emitter:
         self.n_if = 0
         self.equation = None  # callback for DiffEq statements
         self.solve = None  # callback for SOLVE statements
+        self.reaction = None  # callback for `~` and CONSERVE (KINETIC blocks)
 
     def fail(self, construct, problem, line=None):
         raise NmodlError(self.module.path, line or self.line, construct, problem)
@@ -216,6 +217,10 @@ class Emitter:
             if self.equation is None:
                 self.fail("x' =", "a derivative outside a DERIVATIVE block")
             self.equation(self, s, sc)
+        elif isinstance(s, (ir.Reaction, ir.Conserve)):
+            if self.reaction is None:
+                self.fail("~", "reactions belong in KINETIC blocks")
+            self.reaction(self, s, sc)
         elif isinstance(s, ir.Solve):
             if self.solve is None:
                 self.fail("SOLVE", "SOLVE is allowed in BREAKPOINT and INITIAL only")
@@ -313,6 +318,7 @@ def _guarded_singularity(em: Emitter, s: ir.If, sc: Scope):
         return None
     sub = Emitter(em.module, em.known, em.label)
     sub.equation, sub.solve, sub.n_if = em.equation, em.solve, em.n_if + 100
+    sub.reaction = em.reaction
     sub.stmts(regular, Scope(sc.names, sc.owner))
     if sub.rewrites == 0 or any(
         "safe_div" in line and "x_over_expm1" not in line for line in sub.out

@@ -58,6 +58,8 @@ def read_mod(path: pathlib.Path) -> ir.Module:
         breakpoint=None,
         derivatives={},
         lines={},
+        point_process=False,
+        net_receive=None,
     )
     for b in program.blocks:
         t = _node(b)
@@ -70,6 +72,9 @@ def read_mod(path: pathlib.Path) -> ir.Module:
         ):
             if t == "Model":
                 d["title"] = b.title.eval().strip() if hasattr(b, "title") else ""
+            continue
+        if t == "NetReceiveBlock" and d["point_process"]:
+            _net_receive(r, b, d)
             continue
         if t in _UNSUPPORTED:
             r.cursor = 1
@@ -90,6 +95,11 @@ def read_mod(path: pathlib.Path) -> ir.Module:
                     d["constants"][name] = _number(u.value)
                     continue
                 key = (_unit(nmodl, u.unit1), _unit(nmodl, u.unit2))
+                scale = 1.0
+                prefixed = re.fullmatch(r"([0-9.]+(?:e[-+]?[0-9]+)?)(\D.*)", key[1])
+                if prefixed and (key[0], prefixed.group(2)) in _UNIT_FACTORS:
+                    scale = float(prefixed.group(1))  # (faraday) (10000coulomb)
+                    key = (key[0], prefixed.group(2))
                 if u.gt is not None or key not in _UNIT_FACTORS:
                     r.fail(
                         uline,
@@ -98,7 +108,7 @@ def read_mod(path: pathlib.Path) -> ir.Module:
                         f"({key[1]}) is not known; write its value instead "
                         f"(known: {sorted(_UNIT_FACTORS)})",
                     )
-                d["constants"][name] = _UNIT_FACTORS[key]
+                d["constants"][name] = _UNIT_FACTORS[key] / scale
         elif t == "ParamBlock":
             for p in b.statements:
                 name = p.name.get_node_name()
@@ -130,12 +140,14 @@ def read_mod(path: pathlib.Path) -> ir.Module:
             d["initial" if kind == "INITIAL" else "breakpoint"] = ir.Block(
                 kind, kind, body, line
             )
-        elif t == "DerivativeBlock":
+        elif t in ("DerivativeBlock", "KineticBlock"):
+            kind = "DERIVATIVE" if t == "DerivativeBlock" else "KINETIC"
             name = b.name.get_node_name()
-            line = r.block_line(rf"\bDERIVATIVE\s+{re.escape(name)}\b")
-            d["derivatives"][name] = ir.Block(
-                "DERIVATIVE", name, r.stmts(b.statement_block), line
-            )
+            line = r.block_line(rf"\b{kind}\s+{re.escape(name)}\b")
+            r.in_kinetic = kind == "KINETIC"
+            body = r.stmts(b.statement_block)
+            r.in_kinetic = False
+            d["derivatives"][name] = ir.Block(kind, name, body, line)
             d["lines"][name] = line
         elif t in ("FunctionBlock", "ProcedureBlock"):
             kind = "FUNCTION" if t == "FunctionBlock" else "PROCEDURE"
@@ -172,14 +184,15 @@ def _neuron_block(r: _Reader, b, d):
             kind = s.type.get_node_name()
             name = s.name.get_node_name()
             line = r.stmt_line(rf"\b{kind}\b")
-            if kind != "SUFFIX":
+            if kind not in ("SUFFIX", "POINT_PROCESS"):
                 r.fail(
                     line,
                     kind,
-                    f"{name}: point processes are not supported yet "
-                    "(only density mechanisms, SUFFIX)",
+                    f"{name}: artificial cells are not supported yet "
+                    "(density mechanisms, SUFFIX, and point processes, POINT_PROCESS)",
                 )
             d["suffix"] = name
+            d["point_process"] = kind == "POINT_PROCESS"
             d["lines"]["SUFFIX"] = line
         elif t == "Useion":
             ion = s.name.get_node_name()
@@ -223,6 +236,23 @@ def _neuron_block(r: _Reader, b, d):
                 t,
                 f"{nmodl.to_nmodl(s).strip()!r} in the NEURON block is not supported",
             )
+
+
+def _net_receive(r: _Reader, b, d):
+    """`NET_RECEIVE(weight) {...}` of a point process: a PROCEDURE-like block
+    over its arguments."""
+    line = r.block_line(r"\bNET_RECEIVE\b")
+    params = tuple(a.name.get_node_name() for a in b.parameters)
+    if len(params) != 1:
+        r.fail(
+            line,
+            "NET_RECEIVE",
+            f"NET_RECEIVE{params}: exactly one argument (the NetCon's weight) is "
+            "supported (weight vectors and flags are not supported yet)",
+        )
+    body = r.stmts(b.statement_block)
+    d["net_receive"] = ir.Callable("PROCEDURE", "NET_RECEIVE", params, body, line)
+    d["lines"]["NET_RECEIVE"] = line
 
 
 def _finish(r: _Reader, d):

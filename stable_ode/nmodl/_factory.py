@@ -24,7 +24,14 @@ from ..mechanisms._kinetics import inf_tau_gate
 from . import _ir as ir, _runtime
 from ._codegen import label_of, py
 from ._errors import NmodlError
-from ._kinetics import ImplicitRateEquation, ImplicitRelaxation
+from ._kinetics import (
+    ImplicitRateEquation,
+    ImplicitRelaxation,
+    linear_scheme,
+    markov_scheme,
+    scheme_steady_state,
+)
+from ._point import derived_names
 from ._runtime import typed
 from ._source import Source
 
@@ -83,6 +90,9 @@ _GLOBALS = dict(
     inf_tau_gate=inf_tau_gate,
     implicit_relaxation=lambda k: ImplicitRelaxation(inf=k.inf, rate=k.rate),
     ImplicitRateEquation=ImplicitRateEquation,
+    markov_scheme=markov_scheme,
+    linear_scheme=linear_scheme,
+    scheme_steady_state=scheme_steady_state,
     land=_land,
     lor=_lor,
     lnot=_lnot,
@@ -146,6 +156,7 @@ def _field_name(path, line, name):
 def make_class(module: ir.Module, neuron_schemes: bool = True):
     """The mechanism class for `module` (`neuron_schemes`: see `load_nmodl`)."""
     src = Source(module, neuron_schemes)
+    src.derived = derived_names(module)
     source = src.generate()
     filename = f"<nmodl {label_of(module.path)}:{module.suffix} #{next(_counter)}>"
     ns = compile_source(source, filename)
@@ -190,7 +201,13 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
         values |= dict(v=v, celsius=env.celsius, diam=env.diam)
         if uses_area:
             values["area"] = None if env.area is None else env.area * 1e8
-        return _runtime.Vars(**{py(k): val for k, val in values.items()})
+        m = _runtime.Vars(**{py(k): val for k, val in values.items()})
+        if src.derived:  # values INITIAL computes from the parameters
+            m0 = m.copy()
+            ns["initial_derived"](m0)
+            for k in src.derived:
+                setattr(m, py(k), getattr(m0, py(k)))
+        return m
 
     derivs = [ns[f"deriv_{b.name}"] for b in src.solved]
 
@@ -225,32 +242,36 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
         ns["initial"](m)
         return {s: _runtime.as_n(getattr(m, py(s)), v) for s in module.states}
 
-    doc = _docstring(module, fields, src)
+    info = NmodlInfo(
+        path=module.path,
+        suffix=module.suffix,
+        title=module.title,
+        source=source,
+        filename=filename,
+        parameters=dict(fields),
+        state_lines=dict(src.state_lines),
+        forms=dict(src.forms),
+        methods=tuple(
+            s.method
+            for s in (module.breakpoint.body if module.breakpoint else ())
+            if isinstance(s, ir.Solve)
+        ),
+        tables=tuple(n for n, c in module.callables.items() if c.has_table),
+        functions=ns,
+    )
+    if module.point_process:
+        from ._point import make_point_class
+
+        return make_point_class(module, fields, ns, derivs, info)
     namespace = {
         "__annotations__": {f: Float[ArrayLike, "*n"] for f in fields},
         **{f: module.parameters[p] for f, p in fields.items()},
-        "__doc__": doc,
+        "__doc__": _docstring(module, fields, src),
         "__module__": "stable_ode.nmodl.generated",
         "kinetics": kinetics,
         "current": current,
         "init_states": init_states,
-        "nmodl": NmodlInfo(
-            path=module.path,
-            suffix=module.suffix,
-            title=module.title,
-            source=source,
-            filename=filename,
-            parameters=dict(fields),
-            state_lines=dict(src.state_lines),
-            forms=dict(src.forms),
-            methods=tuple(
-                s.method
-                for s in (module.breakpoint.body if module.breakpoint else ())
-                if isinstance(s, ir.Solve)
-            ),
-            tables=tuple(n for n, c in module.callables.items() if c.has_table),
-            functions=ns,
-        ),
+        "nmodl": info,
     }
     if ions:
         namespace["ions"] = ions

@@ -35,7 +35,6 @@ _UNIT_FACTORS |= {
 
 # Blocks and statements the importer does not translate, by AST class.
 _UNSUPPORTED = {
-    "KineticBlock": ("KINETIC", "kinetic schemes are not supported yet"),
     "NetReceiveBlock": ("NET_RECEIVE", "events are not supported in a SUFFIX file"),
     "Verbatim": ("VERBATIM", "C code cannot be translated"),
     "LinearBlock": ("LINEAR", "LINEAR blocks are not supported"),
@@ -55,9 +54,12 @@ _UNSUPPORTED = {
     "ElectrodeCurrent": ("ELECTRODE_CURRENT", "electrode currents are not supported"),
     "WhileStatement": ("while", "loops are not supported"),
     "FromStatement": ("FROM", "loops are not supported"),
-    "ReactionStatement": ("~", "reactions belong to KINETIC blocks (not supported)"),
-    "Conserve": ("CONSERVE", "CONSERVE belongs to KINETIC blocks (not supported)"),
-    "Compartment": ("COMPARTMENT", "COMPARTMENT belongs to KINETIC blocks"),
+    "ReactionStatement": ("~", "reactions belong in KINETIC blocks"),
+    "Conserve": ("CONSERVE", "CONSERVE belongs in KINETIC blocks"),
+    "Compartment": (
+        "COMPARTMENT",
+        "kinetic schemes with COMPARTMENT volumes are not supported yet",
+    ),
     "LonDiffuse": ("LONGITUDINAL_DIFFUSION", "not supported"),
     "LagStatement": ("LAG", "LAG is not supported"),
     "WatchStatement": ("WATCH", "WATCH belongs to point processes"),
@@ -123,6 +125,7 @@ class _Reader:
         self.path, self.nmodl, self.ast = path, nmodl, ast
         self.loc = Locator(text)
         self.cursor = 1
+        self.in_kinetic = False  # reading a KINETIC block: reactions allowed
 
     def fail(self, line, construct, problem):
         raise NmodlError(self.path, line, construct, problem)
@@ -166,17 +169,32 @@ class _Reader:
                     "derivative",
                     f"{self.nmodl.to_nmodl(n)} read in an expression is not supported",
                 )
-            return ir.Name(n.name.get_node_name())
+            return self.name(n.name.get_node_name())
         if t == "Name":
-            return ir.Name(n.get_node_name())
+            return self.name(n.get_node_name())
         if t == "FunctionCall":
             name = n.name.get_node_name()
             if name in RANDOM_FUNCTIONS:
                 self.fail(self.cursor, f"{name}()", "random numbers are not supported")
             if name in EVENT_FUNCTIONS:
-                self.fail(self.cursor, f"{name}()", "events are not supported")
+                self.fail(
+                    self.cursor,
+                    f"{name}()",
+                    "self-events and event functions are not supported yet "
+                    "(a NET_RECEIVE may only add to states)",
+                )
             return ir.Call(name, tuple(self.expr(a) for a in n.arguments))
         self.fail(self.cursor, t, f"expression {self.nmodl.to_nmodl(n)!r}")
+
+    def name(self, name: str) -> ir.Name:
+        if name in ("f_flux", "b_flux"):
+            self.fail(
+                self.cursor,
+                name,
+                "the flux of the previous reaction is not supported; write "
+                "the flux expression instead",
+            )
+        return ir.Name(name)
 
     # -- statements ------------------------------------------------------------
 
@@ -215,6 +233,8 @@ class _Reader:
                 self.stmt_line(r"\bTABLE\b")
                 self.has_table = True
             return None
+        if t in ("ReactionStatement", "Conserve") and self.in_kinetic:
+            return self.reaction(s) if t == "ReactionStatement" else self.conserve(s)
         if t in _UNSUPPORTED:
             self.unsupported(s)
         if t == "ProtectStatement":
@@ -289,3 +309,52 @@ class _Reader:
         if t in _UNSUPPORTED:
             self.unsupported(e)
         self.fail(self.cursor, t, f"statement {self.nmodl.to_nmodl(e)!r}")
+
+    # -- KINETIC ---------------------------------------------------------------
+
+    def species(self, n, line) -> tuple[tuple[str, int], ...]:
+        """`A + 2B` → `(("A", 1), ("B", 2))`."""
+        t = _node(n)
+        if t == "BinaryExpression" and n.op.eval() == "+":
+            return self.species(n.lhs, line) + self.species(n.rhs, line)
+        if t == "ReactVarName":
+            if _node(n.name) == "IndexedName":
+                self.fail(line, "array", "array variables are not supported")
+            k = 1 if n.value is None else n.value.eval()
+            return ((n.name.get_node_name(), int(k)),)
+        self.fail(line, "~", f"species {self.nmodl.to_nmodl(n)!r}")
+
+    def reaction(self, s) -> ir.Reaction:
+        line = self.stmt_line(r"~")
+        op = s.op.eval()
+        if op not in ("<->", "<<"):
+            self.fail(line, "~", f"reaction operator {op!r} is not supported")
+        lhs = self.species(s.reaction1, line)
+        kf = self.expr(s.expression1)
+        if op == "<<":
+            if len(lhs) != 1 or lhs[0][1] != 1:
+                self.fail(line, "~ <<", "a flux into one species, ~ A << (flux)")
+            out = ir.Reaction(op, lhs, (), kf, None, line)
+        else:
+            rhs = self.species(s.reaction2, line)
+            out = ir.Reaction(op, lhs, rhs, kf, self.expr(s.expression2), line)
+        self.cursor = line + 1
+        return out
+
+    def conserve(self, s) -> ir.Conserve:
+        line = self.stmt_line(r"\bCONSERVE\b")
+        terms = []
+
+        def walk(n):
+            t = _node(n)
+            if t == "BinaryExpression" and n.op.eval() == "+":
+                walk(n.lhs)
+                walk(n.rhs)
+            elif t == "ReactVarName":
+                k = 1.0 if n.value is None else float(n.value.eval())
+                terms.append((n.name.get_node_name(), k))
+            else:
+                self.fail(line, "CONSERVE", f"term {self.nmodl.to_nmodl(n)!r}")
+
+        walk(s.react)
+        return ir.Conserve(tuple(terms), self.expr(s.expr), line)

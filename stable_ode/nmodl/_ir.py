@@ -116,7 +116,33 @@ class Solve:
     line: int
 
 
-Stmt = Assign | CallStmt | DiffEq | Local | If | Solve
+@dataclasses.dataclass(frozen=True)
+class Reaction:
+    """A `KINETIC` reaction. `~ A + B <-> C (kf, kb)`: `lhs` and `rhs` are the
+    species with their stoichiometric coefficients (`(("A", 1), ("B", 1))`),
+    `kf`/`kb` the forward and backward rate expressions. `~ A << (flux)`:
+    `op` is `"<<"`, `lhs` the one species, `kf` the flux, `rhs` empty and `kb`
+    `None`."""
+
+    op: str
+    lhs: tuple[tuple[str, int], ...]
+    rhs: tuple[tuple[str, int], ...]
+    kf: Expr
+    kb: Expr | None
+    line: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Conserve:
+    """`CONSERVE a + b + ... = total` in a `KINETIC` block: `terms` are the
+    states with their coefficients."""
+
+    terms: tuple[tuple[str, float], ...]
+    total: Expr
+    line: int
+
+
+Stmt = Assign | CallStmt | DiffEq | Local | If | Solve | Reaction | Conserve
 
 
 # -- blocks and the file -------------------------------------------------------
@@ -137,7 +163,7 @@ class Callable:
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-    """`INITIAL`, `BREAKPOINT` or a named `DERIVATIVE` block."""
+    """`INITIAL`, `BREAKPOINT` or a named `DERIVATIVE` or `KINETIC` block."""
 
     kind: str
     name: str
@@ -158,7 +184,8 @@ class Ion:
 
 @dataclasses.dataclass(frozen=True)
 class Module:
-    """One density mechanism (`SUFFIX`) of one `.mod` file.
+    """One density mechanism (`SUFFIX`) or point process (`POINT_PROCESS`,
+    `suffix` its name) of one `.mod` file.
 
     - `parameters`: `PARAMETER`s that become fields, name → default value.
     - `assigned`: `ASSIGNED` names (computed per compartment, start at 0).
@@ -187,5 +214,7 @@ class Module:
     callables: dict[str, Callable]
     initial: Block | None
     breakpoint: Block | None
-    derivatives: dict[str, Block]
+    derivatives: dict[str, Block]  # DERIVATIVE and KINETIC blocks by name
     lines: dict[str, int]
+    point_process: bool = False  # POINT_PROCESS (else SUFFIX)
+    net_receive: Callable | None = None  # NET_RECEIVE(args) as a PROCEDURE

@@ -14,10 +14,11 @@ from ._analysis import (
 from ._codegen import Emitter, label_of, py, Scope
 from ._errors import NmodlError
 from ._frontend import NEURON_GLOBALS
+from ._kinetic_source import KineticSource, scheme_states, steady_state_code
 from ._symbolic import equation_form
 
 
-METHODS = ("cnexp", "derivimplicit", "euler")
+METHODS = ("cnexp", "derivimplicit", "euler", "sparse")
 
 
 class Source:
@@ -42,6 +43,9 @@ class Source:
         self.chunks: list[str] = []
         self.solved: list[ir.Block] = []
         self.methods: dict[str, str] = {}
+        # Values INITIAL computes that the other blocks read (a point process's
+        # `factor`): recomputed from the parameters (see `_point.py`).
+        self.derived: set[str] = set()
 
     def fail(self, line, construct, problem):
         raise NmodlError(self.module.path, line, construct, problem)
@@ -55,6 +59,8 @@ class Source:
         mod = self.module
         for c in mod.callables.values():
             self.callable(c)
+        if mod.net_receive is not None:
+            self.callable(mod.net_receive)
         bp = mod.breakpoint
         if bp is not None:
             for s in bp.body:
@@ -62,6 +68,10 @@ class Source:
                     self.solved.append(self.solved_block(s))
         solved_states = set()
         for blk in self.solved:
+            if blk.kind == "KINETIC":
+                self.chunks += KineticSource(self, blk).generate()
+                solved_states |= set(scheme_states(mod, blk))
+                continue
             self.derivative(blk)
             solved_states |= {s.state for s in blk.body if isinstance(s, ir.DiffEq)}
         for s in mod.states:
@@ -69,11 +79,17 @@ class Source:
                 self.fail(
                     mod.lines.get(s),
                     "STATE",
-                    f"{s} has no equation in a DERIVATIVE block solved by BREAKPOINT",
+                    f"{s} has no equation in a DERIVATIVE or KINETIC block "
+                    "solved by BREAKPOINT",
                 )
         self.check_reads()
-        for blk, name in ((mod.initial, "initial"), (bp, "breakpoint")):
+        entries = [(mod.initial, "initial"), (bp, "breakpoint")]
+        if self.derived:  # INITIAL without its steady-state solves
+            entries.append((mod.initial, "initial_derived"))
+        for blk, name in entries:
             em = self.emitter()
+            if name == "initial_derived":
+                em.solve = lambda em, s, sc: None
             if blk is not None:
                 em.emit(f'"""{blk.kind} ({self.label}:{blk.line})"""')
             em.emit("l = Vars()")
@@ -101,7 +117,13 @@ class Source:
             return f
 
         for blk in self.solved:
-            check_reads(mod, blk.body, exposed, set(), fail(f"DERIVATIVE {blk.name}"))
+            check_reads(
+                mod,
+                blk.body,
+                exposed,
+                set(self.derived),
+                fail(f"{blk.kind} {blk.name}"),
+            )
         if mod.initial is not None:
             check_reads(mod, mod.initial.body, exposed, set(), fail("INITIAL"))
         if mod.breakpoint is not None:
@@ -111,11 +133,11 @@ class Source:
                     body += [
                         q
                         for q in mod.derivatives[s.block].body
-                        if not isinstance(q, ir.DiffEq)
+                        if not isinstance(q, (ir.DiffEq, ir.Reaction, ir.Conserve))
                     ]
                 else:
                     body.append(s)
-            check_reads(mod, body, exposed, set(), fail("BREAKPOINT"))
+            check_reads(mod, body, exposed, set(self.derived), fail("BREAKPOINT"))
 
     def solved_block(self, s: ir.Solve) -> ir.Block:
         blk = self.module.derivatives.get(s.block)
@@ -123,14 +145,20 @@ class Source:
             self.fail(
                 s.line,
                 "SOLVE",
-                f"{s.block} is not a DERIVATIVE block of this "
-                "file (KINETIC and other blocks are not supported)",
+                f"{s.block} is not a DERIVATIVE or KINETIC block of this file",
             )
         if s.method not in METHODS:
             self.fail(
                 s.line,
                 "SOLVE",
                 f"METHOD {s.method} is not supported (supported: {', '.join(METHODS)})",
+            )
+        if (s.method == "sparse") != (blk.kind == "KINETIC"):
+            self.fail(
+                s.line,
+                "SOLVE",
+                f"METHOD {s.method} for {blk.kind} {blk.name} (KINETIC blocks take "
+                "METHOD sparse, DERIVATIVE blocks cnexp, derivimplicit or euler)",
             )
         self.methods[blk.name] = s.method
         return blk
@@ -148,8 +176,12 @@ class Source:
             self.fail(
                 s.line,
                 "SOLVE STEADYSTATE",
-                f"{s.block} is not a DERIVATIVE block of this file",
+                f"{s.block} is not a DERIVATIVE or KINETIC block of this file",
             )
+        if blk.kind == "KINETIC":
+            for code in steady_state_code(self.module, blk):
+                em.emit(code)
+            return
         eqs = [q for q in blk.body if isinstance(q, ir.DiffEq)]
         dep = StateDependence(self.module, self.fx)
         for q in blk.body:
@@ -281,7 +313,7 @@ class Source:
 def _walk_eqs(s):
     for b in (s.body, s.orelse):
         for q in b:
-            if isinstance(q, ir.DiffEq):
+            if isinstance(q, (ir.DiffEq, ir.Reaction, ir.Conserve)):
                 yield q
             elif isinstance(q, ir.If):
                 yield from _walk_eqs(q)

@@ -8,13 +8,23 @@ import stable_ode as so
 
 
 def run(
-    cells, point_processes, netcons, record, *, t_stop, dt, v_init=-65.0, atol=None
+    cells,
+    point_processes,
+    netcons,
+    record,
+    *,
+    t_stop,
+    dt,
+    v_init=-65.0,
+    atol=None,
+    spikes=(),
 ):
     """NEURON's fixed step (`secondorder = 0`, `usetable_hh = 0`) on `cells` with
     the same point processes and NetCons, or CVODE at `atol` (rtol 0, sampled
     every `dt`) if given; `record`: `{name: (site or point process,
-    variable)}` with variable `"v"` or a point-process variable. Returns `(t,
-    {name: trace})`."""
+    variable)}` with variable `"v"` or a point-process variable; `spikes`:
+    `SpikeRecording`s (`NetCon.record`). Returns `(t, {name: trace})`, the
+    spike times under their names."""
     from neuron import h
 
     h.load_file("stdrun.hoc")
@@ -31,6 +41,11 @@ def run(
             obj = getattr(h, kind)(seg)
             if isinstance(pp, so.IClamp):
                 obj.delay, obj.dur, obj.amp = pp.delay, pp.dur, pp.amp
+            elif isinstance(pp, so.VClamp):
+                for j in range(3):
+                    obj.dur[j], obj.amp[j] = pp.dur[j], pp.amp[j]
+                for f in ("gain", "rstim", "tau1", "tau2", "fac"):
+                    setattr(obj, f, float(getattr(pp, f)))
             else:
                 for f in pp.__dataclass_fields__:
                     if f not in ("site", "name"):
@@ -39,7 +54,13 @@ def run(
         starts = []
         for nc in netcons:
             target = made[id(nc.target)]
-            if isinstance(nc.source, so.NetStim):
+            if isinstance(nc.source, so.Site):
+                src = nc.source
+                nsec = secs[src.cell, src.section][0]
+                con = h.NetCon(nsec(src.position)._ref_v, target, sec=nsec)
+                con.threshold = 10.0 if nc.threshold is None else nc.threshold
+                con.delay = nc.delay
+            elif isinstance(nc.source, so.NetStim):
                 ns = h.NetStim()
                 ns.interval, ns.number = nc.source.interval, nc.source.number
                 ns.start, ns.noise = nc.source.start, nc.source.noise
@@ -67,6 +88,15 @@ def run(
             else:
                 vec.record(getattr(made[id(what)], f"_ref_{var}"), *step)
             vecs[name] = vec
+        spiked = {}
+        for r in spikes:
+            nsec = secs[r.site.cell, r.site.section][0]
+            con = h.NetCon(nsec(r.site.position)._ref_v, None, sec=nsec)
+            con.threshold = r.threshold
+            vec = h.Vector()
+            con.record(vec)
+            keep.append(con)
+            spiked[r.name] = vec
         h.dt = dt
         h.secondorder = 0
         h.usetable_hh = 0
@@ -79,7 +109,8 @@ def run(
                 h.fadvance()
         else:
             h.continuerun(t_stop)
-        return np.array(t_vec), {k: np.array(v) for k, v in vecs.items()}
+        out = {k: np.array(v) for k, v in {**vecs, **spiked}.items()}
+        return np.array(t_vec), out
     finally:
         cvode.active(0)
         del keep, made

@@ -93,18 +93,23 @@ def test_netstim_times():
 
 def test_gradients_match_finite_differences():
     """d(sum of v)/d(weight, tau) of an ExpSyn, d/d(weight, tau2) of an Exp2Syn,
-    arrivals off the grid."""
+    arrivals off the grid; and d/d(weight, delay) of a NetCon from a second
+    (passive) cell's voltage crossing -62 mV, and d/d(g_pas) of both cells,
+    through that crossing's time (one compile)."""
     syn = so.ExpSyn(SITE, tau=2.0, e=0.0, name="s")
     syn2 = so.Exp2Syn(SITE, tau1=0.4, tau2=3.0, e=0.0, name="s2")
+    src = so.Site("src", "soma", 0.5)
+    ic = so.IClamp(src, delay=0.1, dur=5.0, amp=0.05)
     ncs = [
         so.NetCon(so.SpikeTimes([0.513]), syn, delay=0.2, weight=0.01),
         so.NetCon(so.NetStim(interval=0.7, number=2, start=0.31), syn2, weight=0.02),
+        so.NetCon(src, syn, delay=0.4, weight=0.01, threshold=-62.0, max_pending=1),
     ]
     model = so.build(
-        [CELL],
-        point_processes=[syn, syn2],
+        [CELL, so.Cell("src", CELL.sections, CELL.mechanisms)],
+        point_processes=[syn, syn2, ic],
         netcons=ncs,
-        recordings=[so.Recording("v", SITE)],
+        recordings=[so.Recording("v", SITE), so.SpikeRecording("src", src, -62.0, 2)],
     )
 
     def loss(p):
@@ -114,11 +119,17 @@ def test_gradients_match_finite_differences():
         m = eqx.tree_at(lambda m: m.point_processes[0].arrivals.weight, m, p[0:1])
         m = eqx.tree_at(lambda m: m.point_processes[0].tau, m, p[1:2])
         m = eqx.tree_at(lambda m: m.point_processes[1].arrivals.weight, m, p[2:3])
-        return eqx.tree_at(lambda m: m.point_processes[1].tau2, m, p[3:4])
+        m = eqx.tree_at(lambda m: m.point_processes[1].tau2, m, p[3:4])
+        m = eqx.tree_at(lambda m: m.point_processes[0].cell.weight, m, p[4:5])
+        m = eqx.tree_at(lambda m: m.point_processes[0].cell.delay, m, p[5:6])
+        return eqx.tree_at(lambda m: m.mechanisms[0].mechanism.g, m, p[6])
 
-    p0 = jnp.asarray([0.01, 2.0, 0.02, 3.0])
+    p0 = jnp.asarray([0.01, 2.0, 0.02, 3.0, 0.01, 0.4, 1e-4])
+    spikes = so.simulate(model, 2.0, DT).spikes["src"]
+    assert 0.5 < float(spikes[0]) < 1.5 and not np.isfinite(spikes[1])
     grad = np.asarray(jax.grad(loss)(p0))
     fd = finite_difference_grad(loss, p0, eps=1e-6)
+    print("grad", grad, "fd", fd)
     assert np.all(np.abs(grad) > 1e-3)
     np.testing.assert_allclose(grad, fd, rtol=1e-5)
 
@@ -138,8 +149,8 @@ def test_bad_input():
         )
     with pytest.raises(ValueError, match="delay"):
         so.NetCon(so.SpikeTimes([1.0]), syn, delay=-1.0)
-    with pytest.raises(ValueError, match="not supported yet"):
-        so.NetCon(SITE, syn)
+    with pytest.raises(ValueError, match=r"delay.*> 0 ms for a cell-voltage"):
+        so.NetCon(SITE, syn, delay=0.0)
     with pytest.raises(ValueError, match="tau"):
         so.ExpSyn(SITE, tau=0.0)
     with pytest.raises(ValueError, match="times"):
@@ -148,7 +159,7 @@ def test_bad_input():
         so.build([CELL], point_processes=[syn, so.ExpSyn(SITE, name="s")])
     with pytest.raises(ValueError, match="recordable"):
         so.build(
-            [CELL], point_processes=[syn], recordings=[so.PointRecording("x", syn, "i")]
+            [CELL], point_processes=[syn], recordings=[so.PointRecording("x", syn, "A")]
         )
     with pytest.raises(ValueError, match="unknown cell"):
         so.build([CELL], point_processes=[so.ExpSyn(so.Site("zz", "soma"))])

@@ -1,6 +1,6 @@
 """Point processes and NetCons against NEURON (its built-in `ExpSyn`,
-`Exp2Syn`, `AlphaSynapse`, `SEClamp`, `IClamp`, `NetStim` and `NetCon`; no
-`nrnivmodl` needed).
+`Exp2Syn`, `AlphaSynapse`, `SEClamp`, `VClamp`, `IClamp`, `NetStim` and
+`NetCon`; no `nrnivmodl` needed).
 
 One HH compartment, L = diam = 20 µm, 6.3 °C. Measured (x86-64, float64):
 
@@ -36,12 +36,12 @@ CELL = so.Cell(
 SITE = so.Site("c", "soma", 0.5)
 
 
-def _ours(pps, ncs, rec, t_stop, dt, **kw):
+def _ours(pps, ncs, rec, t_stop, dt, cells=(CELL,), **kw):
     recordings = [
         so.Recording(k, what) if var == "v" else so.PointRecording(k, what, var)
         for k, (what, var) in rec.items()
     ]
-    model = so.build([CELL], point_processes=pps, netcons=ncs, recordings=recordings)
+    model = so.build(cells, point_processes=pps, netcons=ncs, recordings=recordings)
     out = so.simulate(model, t_stop, dt, **kw)
     return np.asarray(out.ts), {k: np.asarray(v) for k, v in out.recordings.items()}
 
@@ -55,6 +55,7 @@ def _synapses(times):
         so.NetCon(so.NetStim(interval=3.0, number=3, start=2.0), s2, weight=0.003),
     ]
     rec = {"v": (SITE, "v"), "g1": (s1, "g"), "A": (s2, "A"), "B": (s2, "B")}
+    rec |= {"i1": (s1, "i"), "i2": (s2, "i")}
     return [s1, s2, a], ncs, rec
 
 
@@ -68,20 +69,55 @@ def test_synapses_match_neuron_on_the_grid():
     for k in ("g1", "A", "B"):
         assert np.max(rn[k]) > 1e-3
         assert np.max(np.abs(r[k] - rn[k])) < 1e-14, k
+    # NEURON's recorded `syn.i` at t_{k+1} is the current of the step from
+    # t_k (at v_k, with the events at t_k delivered); ours at t_k is
+    # g(t_k)·(v(t_k) - e), before them: equal but at the arrivals' samples.
+    arrivals = [1.0, 2.5, 3.0, 6.0, 9.0]
+    keep = np.all(np.abs(t[:-1, None] - np.asarray(arrivals)) > 1e-9, axis=1)
+    for k in ("i1", "i2"):
+        assert np.max(np.abs(rn[k])) > 0.1
+        assert np.max(np.abs(r[k][:-1] - rn[k][1:])[keep]) < 1e-9, k
 
 
 def test_clamps_match_neuron():
+    """An `SEClamp` and an `IClamp` after it in one cell; in two more, a
+    `VClamp` with NEURON's defaults (gain 1e5, tau1 1 µs) and one with gain
+    1e4, rstim 0.5 MΩ, tau1 0.05, tau2 0.02 ms, fac 0.5 (one model, one
+    compile). Measured: the SEClamp cell 1.5e-10 mV, 3.0e-10 nA; the VClamps
+    6.1e-11 and 6.5e-11 mV, 3.1e-6 nA (of 24 nA: the default clamp's dI/dv is
+    5e4 nA/mV) and 2.6e-10 nA."""
     vc = so.SEClamp(
         SITE, rs=0.5, dur1=2.0, amp1=-70.0, dur2=3.0, amp2=-20.0, dur3=2.0, amp3=-60.0
     )
     ic = so.IClamp(SITE, delay=8.0, dur=2.0, amp=0.3)
+    cells = [CELL] + [
+        so.Cell(
+            c, [so.Section("soma", length=20.0, diameter=20.0)], [so.Insert(so.HH())]
+        )
+        for c in ("c1", "c2")
+    ]
+    s1, s2 = so.Site("c1", "soma", 0.5), so.Site("c2", "soma", 0.5)
+    levels = dict(dur=(2.0, 3.0, 2.0), amp=(-70.0, -20.0, -60.0))
+    vc1 = so.VClamp(s1, **levels, name="vc1")
+    vc2 = so.VClamp(
+        s2, **levels, gain=1e4, rstim=0.5, tau1=0.05, tau2=0.02, fac=0.5, name="vc2"
+    )
     rec = {"v": (SITE, "v"), "i": (vc, "i"), "vc": (vc, "vc")}
-    _, rn = run([CELL], [vc, ic], [], rec, t_stop=12.0, dt=0.025)
-    _, r = _ours([vc, ic], [], rec, 12.0, 0.025)
+    rec |= {"v1": (s1, "v"), "i1": (vc1, "i"), "v2": (s2, "v"), "i2": (vc2, "i")}
+    pps = [vc, ic, vc1, vc2]
+    _, rn = run(cells, pps, [], rec, t_stop=12.0, dt=0.025)
+    _, r = _ours(pps, [], rec, 12.0, 0.025, cells=cells)
     assert np.max(np.abs(rn["i"])) > 10
     assert np.max(np.abs(r["v"] - rn["v"])) < 1e-8
     assert np.max(np.abs(r["i"] - rn["i"])) < 1e-8
     assert np.max(np.abs(r["vc"] - rn["vc"])) == 0
+    assert abs(r["v1"][100] + 20.0) < 0.01  # clamped to the second level
+    assert np.max(np.abs(rn["i1"][1:])) > 10
+    for k, tol in (("v1", 1e-8), ("v2", 1e-8), ("i1", 1e-4), ("i2", 1e-8)):
+        # From the second sample: NEURON's `i` at t = 0 is computed with its dt.
+        err = np.max(np.abs(r[k][1:] - rn[k][1:]))
+        print(k, err)
+        assert err < tol, k
 
 
 def test_off_grid_arrivals_converge():

@@ -298,17 +298,19 @@ def test_hh_rates_continuous_and_differentiable_at_singularity(dtype, v0):
         kin = hh_rates(v)
         return jnp.stack([kin[k].rate for k in "mhn"] + [kin[k].inf for k in "mhn"])
 
-    r = np.asarray(rates(v), np.float64)
+    # Jitted: op by op, every primitive of the rates would be compiled on its own.
+    r = np.asarray(jax.jit(rates)(v), np.float64)
     # Smooth: the change across ±1e-2 mV is tiny and monotone-consistent (no spike).
     assert np.all(np.isfinite(r))
     assert np.max(np.abs(np.diff(r, axis=1))) < 1e-2
-    jac = jax.vmap(jax.jacfwd(lambda u: rates(u[None])[:, 0]))(v)
+    slope = jax.jit(jax.jacfwd(lambda u: rates(u[None])[:, 0]))
+    jac = jax.vmap(slope)(v)
     assert np.all(np.isfinite(jac))
     # Slope at the singularity matches the slope of the float64 hh.mod formulas a
     # little away from it (central difference).
     h = 1e-3
     ref_p, ref_m = _hh_mod_rates(v0 + 0.05 + h), _hh_mod_rates(v0 + 0.05 - h)
-    kin = jax.jacfwd(lambda u: rates(u[None])[:, 0])(jnp.asarray(v0 + 0.05, dtype))
+    kin = slope(jnp.asarray(v0 + 0.05, dtype))
     fd = np.asarray(
         [(ref_p[k][3] - ref_m[k][3]) / (2 * h) for k in "mhn"]
         + [(ref_p[k][2] - ref_m[k][2]) / (2 * h) for k in "mhn"]
@@ -348,5 +350,5 @@ def test_hh_rates_finite_far_outside_physiology(dtype):
         assert np.all((g.inf >= 0) & (g.inf <= 1))
         # products of rates (what a user's kinetic scheme may form) stay finite
         assert np.all(np.isfinite(g.rate * g.rate))
-    grad = jax.vmap(jax.grad(lambda v: total(v[None])))(vs)
+    grad = jax.jit(jax.vmap(jax.grad(lambda v: total(v[None]))))(vs)
     assert np.all(np.isfinite(grad))

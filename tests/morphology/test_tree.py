@@ -78,7 +78,9 @@ def test_schedule_rejects_cycle():
         hines_schedule(np.array([1, 2, 0]))
 
 
-@pytest.mark.parametrize("seed", range(6))
+# The chooser on two random forests (diagonally dominant or not); every solver
+# on the structured cases is `test_tree_plan_solve_matches_dense`.
+@pytest.mark.parametrize("seed", range(2))
 def test_tree_solve_matches_dense(seed):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 60))
@@ -462,7 +464,9 @@ def test_branched_cell_converges_to_kvaerno5(reference):
         lambda m, solver, dt: so.simulate(m, 10.0, dt, solver=solver, save_dt=0.025),
         static_argnums=(1, 2),
     )
-    for solver, order in [(so.BackwardEuler(), 1), (so.CrankNicolson(), 2)]:
+    # CrankNicolson: a first-order error in the tree coupling would show in its
+    # second order (BackwardEuler's order is checked on the cable, test_core).
+    for solver, order in [(so.CrankNicolson(), 2)]:
         vs = []
         for dt in (0.0125, 0.00625):
             sim = run(model, solver, dt)

@@ -33,12 +33,12 @@ CASES = {
         10,
         "C code",
     ),
-    "kinetic": (
-        "STATE { a b }\nBREAKPOINT { SOLVE k METHOD sparse i = g*v }\n"
-        "KINETIC k {\n  ~ a <-> b (1, 2)\n}\n",
-        "KINETIC",
-        10,
-        "not supported",
+    "nonlinear_kinetic": (
+        "STATE { a b c }\nBREAKPOINT { SOLVE k METHOD sparse i = g*v }\n"
+        "KINETIC k {\n  ~ a + b <-> c (1, 2)\n}\n",
+        "~",
+        11,
+        "nonlinear",
     ),
     "net_receive": (
         "BREAKPOINT { i = g*v }\nNET_RECEIVE (w) {\n  i = w\n}\n",
@@ -142,14 +142,13 @@ def test_pointer(tmp_path):
         load(tmp_path, "ASSIGNED { q }\n", "p.mod", head)
 
 
-def test_point_process(tmp_path):
-    head = "NEURON {\n  POINT_PROCESS Syn\n  NONSPECIFIC_CURRENT i\n}\n"
+def test_artificial_cell(tmp_path):
+    head = "NEURON {\n  ARTIFICIAL_CELL Gen\n}\n"
     with pytest.raises(
         NmodlError,
-        match=r"pp\.mod:2: POINT_PROCESS: Syn: point "
-        "processes are not supported yet",
+        match=r"ac\.mod:2: ARTIFICIAL_CELL: Gen: artificial cells are not supported",
     ):
-        load(tmp_path, "ASSIGNED { i }\nBREAKPOINT { i = 0 }\n", "pp.mod", head)
+        load(tmp_path, "ASSIGNED { x }\n", "ac.mod", head)
 
 
 def test_missing_file(tmp_path):

@@ -114,7 +114,8 @@ def test_optimistic_gives_the_safe_result():
 
         return jax.vmap(one)(amplitudes)
 
-    for amplitudes in ([0.0, 0.01, 0.5], [0.0, 0.01]):
+    # (Batches of one size: one compilation per setting serves both.)
+    for amplitudes in ([0.0, 0.01, 0.5], [0.0, 0.01, 0.02]):
         v, code, stats = run(jnp.asarray(amplitudes), False)
         for optimistic in (True, None):
             v_opt, code_opt, stats_opt = run(jnp.asarray(amplitudes), optimistic)
@@ -124,7 +125,7 @@ def test_optimistic_gives_the_safe_result():
                 assert np.array_equal(
                     np.asarray(stats[key]), np.asarray(stats_opt[key])
                 )
-        failed = len(amplitudes) == 3  # member 2 goes non-finite
+        failed = amplitudes[-1] == 0.5  # member 2 goes non-finite
         assert (int(code[-1]) != 0) == failed
         assert (float(stats["t_fail"][-1]) < 3.0) == failed
 

@@ -124,19 +124,25 @@ def test_crank_nicolson_does_not_ring():
     assert np.any(np.diff(plain) > 0.1)
 
 
-@pytest.mark.parametrize("solver", CABLE_SOLVERS, ids=lambda s: type(s).__name__)
-def test_against_kvaerno5(solver):
+@pytest.fixture(scope="module")
+def kvaerno5_cable():
+    """A 5-compartment HH cable and its Kvaerno5 solution at tolerance 1e-9."""
     model = hh_cable(n=5, amplitude=0.3)
-    t1 = 15.0
     ref = so.simulate(
         model,
-        t1,
+        15.0,
         0.01,
         solver=dfx.Kvaerno5(),
         controller=dfx.PIDController(rtol=1e-9, atol=1e-9),
         save_dt=0.01,
     )
-    ours = so.simulate(model, t1, 0.001, solver=solver, save_dt=0.01)
+    return model, ref
+
+
+@pytest.mark.parametrize("solver", CABLE_SOLVERS, ids=lambda s: type(s).__name__)
+def test_against_kvaerno5(solver, kvaerno5_cable):
+    model, ref = kvaerno5_cable
+    ours = so.simulate(model, 15.0, 0.001, solver=solver, save_dt=0.01)
     for name in ("start", "end"):
         sr = spike_times(ref.ts, ref.recordings[name])
         so_ = spike_times(ours.ts, ours.recordings[name])

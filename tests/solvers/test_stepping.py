@@ -13,7 +13,7 @@ from helpers import hh_compartment
 
 import stable_ode as so
 from stable_ode._recordings import Recordings
-from stable_ode._simulate import _solve_counted
+from stable_ode._simulate import _solve_counted, _solve_plain_counted
 from stable_ode._stepping._base import _gather_by, _points
 from stable_ode._stepping.fallback import where_failed
 
@@ -46,13 +46,20 @@ def test_short_form_is_the_stepping_object(m):
 def test_repeated_calls_compile_once(m, steps):
     # Un-jitted calls with the same shapes and settings: the inner jitted solve is
     # traced once, even for a freshly built model with other parameter values.
+    # (Eager fixed steps trace the plain run alone: `_solve_plain_counted`.)
+    def traces():
+        return tuple(
+            eqx.debug.get_num_traces(f) for f in (_solve_counted, _solve_plain_counted)
+        )
+
     so.simulate(m, 1.0, stepping=steps)
-    n = eqx.debug.get_num_traces(_solve_counted)
+    n = traces()
+    assert sum(n) > 0
     other = hh_compartment(diameter=10.0, amplitude=0.7, delay=0.2, duration=1.0)
     for model in (m, other, m):
         sim = so.simulate(model, 1.0, stepping=steps)
         assert sim.result == so.RESULTS.successful
-    assert eqx.debug.get_num_traces(_solve_counted) == n
+    assert traces() == n
 
 
 @pytest.mark.parametrize("kind", ["fixed", "adaptive"])
@@ -98,6 +105,26 @@ def test_failed_solve_raises_one_short_error():
     assert "nonfinite_" in msg and "t = 1 ms" in msg and "diagnose" in msg
     assert "CpuCallback" not in msg and "\n" not in msg
     assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_eager_call_compiles_the_safe_loop_only_when_needed(m):
+    # Outside `jit`, fixed steps run plain first as one compiled loop and compile
+    # the safe loop only if the plain run went non-finite; the result is the one
+    # `jit(simulate)` gives (both loops in one program), bit for bit.
+    def run(model, t1):
+        return so.simulate(model, t1, 0.025, throw=False)
+
+    n_safe = eqx.debug.get_num_traces(_solve_counted)
+    clean = run(m, 1.0)
+    assert eqx.debug.get_num_traces(_solve_counted) == n_safe  # no safe loop
+    failing = run(_fragile(), 2.0)
+    assert eqx.debug.get_num_traces(_solve_counted) == n_safe + 1
+    assert failing.result != so.RESULTS.successful
+    assert failing.solution is None and failing.stats["num_nonfinite_rejected"] > 0
+    for model, t1, eager in ((m, 1.0, clean), (_fragile(), 2.0, failing)):
+        jitted = eqx.filter_jit(run)(model, t1)
+        for a, b in zip(jax.tree.leaves(eager), jax.tree.leaves(jitted)):
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("optimistic", [None, True, False])

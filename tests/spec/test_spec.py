@@ -729,16 +729,18 @@ def test_branched_file_matches_python_api():
 
 
 def swc_api():
-    """`swc_cell.json` written with the Python API."""
+    """`swc_cell.json` written with the Python API (a model file's `"swc"` cell
+    is `load_swc(..., geometry="import3d")`)."""
     cell = so.load_swc(
         DATA / "branched.swc",
         name="pyr",
         soma="single",
+        geometry="import3d",
         d_lambda=0.1,
         frequency=100.0,
         axial_resistivity=100.0,
         mechanisms=[
-            so.Insert(so.HH(), ["soma", "axon_0"]),
+            so.Insert(so.HH(), ["somatic", "axon_0"]),
             so.Insert(so.Passive(g=1e-4, e=-65.0), SWC_DENDRITES),
         ],
     )
@@ -768,7 +770,10 @@ def test_swc_model_file_matches_python_api():
         "d_lambda": 0.1,
         "frequency": 100.0,
     }
-    assert {s.name for s in cell.sections} == {"soma", "axon_0", *SWC_DENDRITES}
+    # Import3d reads this three-point soma (an apical child on an outer point)
+    # as two soma sections from the centre: `soma` and `soma_1`.
+    names = {s.name for s in cell.sections}
+    assert names == {"soma", "soma_1", "axon_0", *SWC_DENDRITES}
     # It runs: 1 nA into the soma fires it and the spike spreads into the tree.
     sim = loaded.simulate()
     for v in sim.recordings.values():
@@ -805,6 +810,7 @@ def test_swc_options_and_relative_path(tmp_path):
         soma="points",
         n_compartments=2,
         capacitance=2.0,
+        geometry="import3d",
         mechanisms=[
             so.Insert(so.HH(), ["soma_0", "soma_1"]),
             so.Insert(so.Passive(), ["axon_0"]),
@@ -897,7 +903,7 @@ def _swc_model(tmp_path, swc: str = "cell.swc", **cell):
             {"mechanisms": [{"name": "pas", "sections": ["dend"]}]},
             "cells[0].mechanisms[0].sections[0]",
             "unknown section 'dend' (did you mean 'dend_1'?): not a section of this "
-            "cell (sections: soma, dend_0, dend_1, type5_0); an SWC file's sections "
+            "cell (sections: soma, dend_0, type5_0, dend_1); an SWC file's sections "
             "are named soma "
             "(or soma_k), axon_k, dend_k, apic_k and type{t}_k",
         ),

@@ -1,0 +1,252 @@
+"""Cell-voltage NetCon sources: a compartment's voltage crossing a threshold
+upwards (NEURON's `NetCon(sec(x)._ref_v, target, threshold, delay, weight)`).
+
+`ThresholdSources` is one state group for all sources of a model. Each source
+keeps a fixed-size ring buffer of its `pending` most recent spike times (its
+`spikes` state), so memory does not grow with the simulated time and a step's
+delivery costs `O(netcons × pending)`, not `O(netcons × max_delay / dt)`.
+A crossing is located within the step by linear interpolation of `v` between
+the step's start and end, `t0 + (t1 - t0)·(threshold - v0)/(v1 - v0)`, a
+differentiable function of the step's states (so a spike time carries the
+gradient `-(∂v/∂θ)/(dv/dt)` of everything upstream). Overwriting a spike
+whose arrivals are not all delivered yet, or a spike recording fuller than
+its `max_spikes`, is not silent: the source's `overflow` state records the
+time, and `simulate` reports `RESULTS.event_overflow`.
+
+`stable_ode.events._arrivals.CellArrivals` are the NetCons from these
+sources into one synapse group.
+"""
+
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from .._errors import check_number, InvalidArgument
+from .._stimulus import Site
+from ._arrivals import CellArrivals, is_time as _is_time, NONE
+from ._groups import AbstractPointProcessGroup, Held
+from ._netcon import pending_of, threshold_of
+
+
+class _NoCurrent(AbstractPointProcessGroup):
+    """A group of states with no current of its own."""
+
+    recordable: ClassVar[tuple[str, ...]] = ()
+
+    def kinetics(self, model, v, states):
+        del model, v
+        return {k: Held() for k in states}
+
+    def current(self, model, v, states):
+        del model, states
+        return jnp.zeros(self.index.shape, v.dtype)
+
+    def add_current(self, model, i, v, states):
+        del model, v, states
+        return i
+
+
+class ThresholdSources(_NoCurrent):
+    """All threshold sources of a model.
+
+    **Fields:** `index`, the compartment of each source; `threshold`, mV
+    (a crossing is `v0 <= threshold < v1` over a step, NEURON's `v >
+    threshold` after not); `horizon`, ms, the longest delay of its NetCons (a
+    buffered spike is pending until `spike + horizon`); `pending`, the ring
+    buffer's size.
+
+    **States:** `s0` ... `s{pending-1}` the ring buffer of recent spike times
+    (ms, `NONE` where empty; `ring` stacks them); `count` the spikes so far;
+    `overflow` the time of the first spike lost (ms, `NONE` if none)."""
+
+    index: Int[Array, " n"]
+    threshold: Float[Array, " n"]
+    horizon: Float[Array, " n"]
+    pending: int = eqx.field(static=True)
+    names: tuple[str, ...] = eqx.field(static=True)
+    kind: str = eqx.field(static=True, default="NetCon source")
+
+    def ring(self, states) -> Float[Array, "n pending"]:
+        """The ring buffer of `states`, `(n, pending)` spike times (ms)."""
+        return jnp.stack([states[f"s{k}"] for k in range(self.pending)], axis=1)
+
+    def init_states(self, model, v):
+        del model
+        none = jnp.full(self.index.shape, NONE, v.dtype)
+        out = {f"s{k}": none for k in range(self.pending)}
+        return {**out, "count": jnp.zeros_like(none), "overflow": none}
+
+    def detect(self, t0, t1, v0, v1, states):
+        """`(states, cross, tc, count)` after a step from `t0` to `t1` (ms)
+        that took the voltages from `v0` to `v1` (mV, all compartments): each
+        source that crossed its threshold (`cross`) gets a spike at the
+        interpolated crossing time `tc`; `count`: the spikes before it."""
+        a, b = v0[self.index], v1[self.index]
+        thr = self.threshold
+        cross = (a <= thr) & (b > thr)
+        # Double `where`: no 0/0 (nor its gradient) where nothing crossed.
+        frac = (thr - a) / jnp.where(cross, b - a, 1.0)
+        tc = t0 + (t1 - t0) * jnp.clip(jnp.where(cross, frac, 0.0), 0.0, 1.0)
+        count = states["count"]
+        slot = jnp.mod(count, self.pending).astype(jnp.int32)
+        ring = self.ring(states)
+        rows = jnp.arange(ring.shape[0])
+        old = ring[rows, slot]
+        # The overwritten spike still has arrivals after t0 to deliver.
+        pending = jax.lax.stop_gradient(old) + self.horizon > t0
+        lost = cross & _is_time(old) & pending
+        ring = ring.at[rows, slot].set(jnp.where(cross, tc, old))
+        first = lost & ~_is_time(states["overflow"])
+        out = {f"s{k}": ring[:, k] for k in range(self.pending)}
+        out["count"] = count + cross.astype(count.dtype)
+        out["overflow"] = jnp.where(
+            first, jax.lax.stop_gradient(tc), states["overflow"]
+        )
+        return out, cross, tc, count
+
+
+class SpikeLog(_NoCurrent):
+    """The recorded spikes (`SpikeRecording`s): `max_spikes` slots per
+    recording, entry `r·max_spikes + k` the `k`-th spike of recording `r`.
+
+    **Fields:** `index` (each slot's compartment), `source` (the source each
+    recording follows), `max_spikes`, `log_names`. **States:** `t` (ms,
+    `NONE` where empty), `overflow` (the time of the first spike that did not
+    fit, ms, `NONE` if none)."""
+
+    index: Int[Array, " nslot"]
+    source: Int[Array, " nlog"]
+    max_spikes: int = eqx.field(static=True)
+    log_names: tuple[str, ...] = eqx.field(static=True)
+    names: tuple[str, ...] = eqx.field(static=True)
+    kind: str = eqx.field(static=True, default="spike recording")
+
+    def init_states(self, model, v):
+        del model
+        none = jnp.full(self.index.shape, NONE, v.dtype)
+        return {"t": none, "overflow": none}
+
+    def write(self, states, cross, tc, count):
+        """`states` with the crossings `cross` at `tc` (ms) of the sources,
+        which had fired `count` times before."""
+        c = self.max_spikes
+        hit = cross[self.source]
+        k = count[self.source].astype(jnp.int32)
+        fits = hit & (k < c)
+        slot = jnp.arange(self.source.shape[0], dtype=jnp.int32) * c
+        slot = slot + jnp.minimum(k, c - 1)
+        t = states["t"]
+        t = t.at[slot].set(jnp.where(fits, tc[self.source], t[slot]))
+        full = jnp.repeat(hit & ~fits, c)
+        t_lost = jnp.repeat(jax.lax.stop_gradient(tc[self.source]), c)
+        first = full & ~_is_time(states["overflow"])
+        return {"t": t, "overflow": jnp.where(first, t_lost, states["overflow"])}
+
+    def times(self, states) -> dict:
+        """The recorded spike times (ms) by name, padded with `inf`."""
+        t = states["t"].reshape(len(self.log_names), self.max_spikes)
+        t = jnp.where(_is_time(t), t, jnp.inf)
+        return {name: t[r] for r, name in enumerate(self.log_names)}
+
+
+class SpikeRecording(eqx.Module):
+    """Record the times at which `site`'s voltage crosses `threshold` (mV,
+    default 10, NEURON's) upwards under `name`: NEURON's `NetCon.record(vec)`.
+    `simulate` returns them in `Simulation.spikes[name]`. Up to `max_spikes`
+    (default 1,000) are kept; more is reported (`RESULTS.event_overflow`)."""
+
+    name: str
+    site: Site
+    threshold: float = 10.0
+    max_spikes: int = 1000
+
+    def __check_init__(self):
+        if not isinstance(self.site, Site):
+            raise InvalidArgument(
+                "SpikeRecording",
+                "site",
+                f"must be a stable_ode.Site, got {self.site!r}",
+            )
+        check_number("SpikeRecording", "threshold", self.threshold)
+        k = self.max_spikes
+        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+            raise InvalidArgument(
+                "SpikeRecording", "max_spikes", f"must be an integer >= 1, got {k!r}"
+            )
+
+
+def build_sources(cell_netcons, spike_recordings, index_of, dtype):
+    """`(sources, log, arrivals)`: the `ThresholdSources` and `SpikeLog`
+    groups (or `None`) and, per target kind, the `CellArrivals` of
+    `cell_netcons`: `(j, kind, entry,
+    netcon)` with `j` the NetCon's position (for errors)."""
+    sources: dict = {}  # (compartment, threshold) -> source number
+    comp, thr, horizon, pending = [], [], [], [1]
+
+    seen: dict = {}  # (cell, section, position, threshold) -> source number
+
+    def source(site, threshold, where) -> int:
+        fast = (site.cell, site.section, site.position, threshold)
+        if fast in seen:
+            return seen[fast]
+        try:
+            c = int(index_of(site))
+        except ValueError as e:
+            raise InvalidArgument("build", where, str(e)) from None
+        key = (c, float(threshold))
+        if key not in sources:
+            sources[key] = len(comp)
+            comp.append(c)
+            thr.append(float(threshold))
+            horizon.append(0.0)
+        seen[fast] = sources[key]
+        return sources[key]
+
+    parts: dict = {}
+    for j, kind, entry, nc in cell_netcons:
+        s = source(nc.source, threshold_of(nc), f"netcons[{j}].source")
+        horizon[s] = max(horizon[s], float(nc.delay))
+        pending[0] = max(pending[0], pending_of(nc))
+        p = parts.setdefault(kind, ([], [], [], []))
+        p[0].append(s)
+        p[1].append(entry)
+        p[2].append(nc.delay)
+        p[3].append(nc.weight)
+    logged, log_names, max_spikes = [], [], 1
+    for j, r in spike_recordings:
+        logged.append(source(r.site, r.threshold, f"recordings[{j}].site"))
+        log_names.append(str(r.name))
+        max_spikes = max(max_spikes, int(r.max_spikes))
+    if not comp:
+        return None, None, {}
+    group = ThresholdSources(
+        index=jnp.asarray(comp, jnp.int32),
+        threshold=jnp.asarray(np.asarray(thr), dtype),
+        horizon=jnp.asarray(np.asarray(horizon), dtype),
+        pending=pending[0],
+        names=tuple(f"source[{k}]" for k in range(len(comp))),
+    )
+    log = None
+    if logged:
+        slots = np.repeat(np.asarray(comp)[logged], max_spikes)
+        log = SpikeLog(
+            index=jnp.asarray(slots.astype(np.int32)),
+            source=jnp.asarray(np.asarray(logged, np.int32)),
+            max_spikes=max_spikes,
+            log_names=tuple(log_names),
+            names=tuple(f"{n}[{k}]" for n in log_names for k in range(max_spikes)),
+        )
+    arrivals = {
+        kind: CellArrivals(
+            source=jnp.asarray(np.asarray(p[0], np.int32)),
+            entry=jnp.asarray(np.asarray(p[1], np.int32)),
+            delay=jnp.asarray(np.asarray(p[2], float), dtype),
+            weight=jnp.asarray(np.asarray(p[3], float), dtype),
+        )
+        for kind, p in parts.items()
+    }
+    return group, log, arrivals

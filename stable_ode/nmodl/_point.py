@@ -1,0 +1,283 @@
+"""Point processes from NMODL files: `POINT_PROCESS` with `NET_RECEIVE`.
+
+`load_nmodl` returns, for a `POINT_PROCESS` file, a class used like the
+built-in `stable_ode.events.ExpSyn`: `syn = cls(site, tau=2.0, name="s")`,
+given to `build(..., point_processes=[syn])` and targeted by NetCons. Its
+fields are the site, the file's `PARAMETER`s (NEURON's names, units and
+defaults) and `name`; `build` turns all the instances of one class into one
+vectorised group (`AbstractNmodlPointGroup`, an
+`stable_ode.events._groups.AbstractArrivalGroup`):
+
+- states and their kinetics from the file's `DERIVATIVE` / `KINETIC` blocks,
+  the current (`NONSPECIFIC_CURRENT`, nA, outward) from `BREAKPOINT`, with the
+  voltage of the compartment that holds each instance;
+- `NET_RECEIVE(weight)`: each statement `x = x + expr` adds `expr` (which may
+  read `weight` and the parameters, not the states) to state `x` at the
+  event's arrival. As for the built-in synapses, an arrival inside a step is
+  decayed exactly to the step's end, which needs each such state to relax at
+  a rate that depends on the parameters only (checked at import);
+- values `INITIAL` computes from the parameters (exp2syn.mod's `factor`, its
+  bounded `tau1`) are recomputed from the parameters wherever the other
+  blocks read them.
+
+Not supported (one `NmodlError` each): `net_send` and other event functions,
+`NET_RECEIVE` with more than one argument, statements other than `x = x +
+expr` in it, `USEION` in a point process, a `NET_RECEIVE` target whose decay
+rate depends on `v`, `celsius` or a state.
+"""
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from .._stimulus import Site
+from ..events._arrivals import Arrivals
+from ..events._groups import AbstractArrivalGroup, Held
+from . import _ir as ir, _runtime
+from ._analysis import effects, names_in, StateDependence, walk
+from ._codegen import py
+from ._errors import NmodlError
+
+
+_T_NONE = -1e-30  # as the built-in synapses: nothing delivered yet
+
+
+def derived_names(module: ir.Module) -> set[str]:
+    """The `PARAMETER`s and `ASSIGNED`s that `INITIAL` assigns (directly or
+    through the procedures it calls) from values that do not change during a
+    run (parameters, `celsius`, geometry; not `v`, the states or the ions):
+    NEURON computes them once, and so does any re-evaluation of INITIAL."""
+    if module.initial is None:
+        return set()
+    fx = effects(module)
+    out = set()
+    for s in walk(module.initial.body):
+        if isinstance(s, ir.Assign):
+            out.add(s.target)
+        elif isinstance(s, ir.CallStmt) and s.fn in fx:
+            out |= fx[s.fn][1]
+        elif isinstance(s, ir.Local):
+            out -= set(s.names)
+    out = (out - set(module.states)) & (set(module.parameters) | set(module.assigned))
+    dep = StateDependence(module, fx)
+    ion_vars = {x for ion in module.ions for x in ion.read + ion.write}
+    dep.states = set(module.states) | ion_vars | {"v", "t", "dt"}
+    for s in module.initial.body:
+        dep.step(s)
+    return {n for n in out if not dep.deps.get(n)}
+
+
+def receive_increments(module: ir.Module) -> dict[str, int]:
+    """NET_RECEIVE's targets: state → line of its `x = x + expr`."""
+    nr = module.net_receive
+    states = set(module.states)
+    out = {}
+    for s in nr.body:
+        ok = isinstance(s, ir.Assign) and s.target in states
+        if ok:
+            v = s.value
+            ok = isinstance(v, ir.BinOp) and v.op == "+"
+            if ok:
+                x = ir.Name(s.target)
+                rest = v.rhs if v.lhs == x else v.lhs if v.rhs == x else None
+                ok = rest is not None and not (names_in(rest) & states)
+        if not ok:
+            line = getattr(s, "line", nr.line)
+            raise NmodlError(
+                module.path,
+                line,
+                "NET_RECEIVE",
+                "only statements `x = x + expr` adding to a state (expr "
+                "reading the weight and parameters, not states) are supported",
+            )
+        out[s.target] = s.line
+    if module.ions:
+        raise NmodlError(
+            module.path,
+            module.ions[0].line,
+            "USEION",
+            "ions in a POINT_PROCESS are not supported yet",
+        )
+    return out
+
+
+class AbstractNmodlPointGroup(AbstractArrivalGroup):
+    """The instances of one imported point process, vectorised: `params` by
+    field name (one value per instance), at compartments `index`."""
+
+    params: eqx.AbstractVar[dict[str, Float[Array, " n"]]]
+    spec: eqx.AbstractClassVar[object]  # the class's `_PointSpec`
+
+    def _vars(self, params, v, states, celsius, geometry=None):
+        sp = self.spec
+        values = {p: params[f] for f, p in sp.fields.items()}
+        values |= {a: 0.0 for a in sp.module.assigned}
+        values |= {s: jnp.zeros_like(v) for s in sp.module.states}
+        values |= {k: x for k, x in states.items() if k in sp.module.states}
+        values |= dict(v=v, celsius=celsius, diam=None, area=None)
+        if geometry is not None:
+            values |= geometry
+        m = _runtime.Vars(**{py(k): x for k, x in values.items()})
+        if sp.derived:
+            m0 = m.copy()
+            sp.ns["initial_derived"](m0)
+            for k in sp.derived:
+                setattr(m, py(k), getattr(m0, py(k)))
+        return m
+
+    def _model_vars(self, model, v, states):
+        geometry = dict(diam=model.diameter[self.index])
+        if model.area is not None:
+            geometry["area"] = model.area[self.index] * 1e8
+        return self._vars(self.params, v[self.index], states, model.celsius, geometry)
+
+    def kinetics(self, model, v, states):
+        m = self._model_vars(model, v, states)
+        out = {}
+        for d in self.spec.derivs:
+            out |= d(m)
+        out["t_delivered"] = Held()
+        return out
+
+    def current(self, model, v, states):
+        m = self._model_vars(model, v, states)
+        self.spec.ns["breakpoint"](m)
+        vi = v[self.index]
+        i = [_runtime.as_n(getattr(m, py(x)), vi) for x in self.spec.module.nonspecific]
+        return sum(i[1:], i[0]) if i else jnp.zeros_like(vi)
+
+    def init_states(self, model, v):
+        sp = self.spec
+        start = {s: sp.module.state_start[s] for s in sp.module.states}
+        m = self._model_vars(model, v, start)
+        sp.ns["initial"](m)
+        vi = v[self.index]
+        out = {s: _runtime.as_n(getattr(m, py(s)), vi) for s in sp.module.states}
+        out["t_delivered"] = jnp.full_like(vi, _T_NONE)
+        return out
+
+    def jump(self, entry, w, age):
+        params = {f: x[entry] for f, x in self.params.items()}
+        z = jnp.zeros_like(w)
+        return self.spec.increments(self, params, z, w, age)
+
+
+class _PointSpec:
+    """What the group of one imported point process needs (a class attribute,
+    static)."""
+
+    def __init__(self, module, fields, ns, derivs, derived, targets):
+        self.module, self.fields, self.ns = module, fields, ns
+        self.derivs, self.derived, self.targets = derivs, derived, targets
+
+    def increments(self, group, params, v, w, age):
+        """NET_RECEIVE's increments at each arrival, decayed over `age` ms at
+        each target's rate."""
+        m = group._vars(params, v, {}, None)
+        kin = {}
+        for d in self.derivs:
+            kin |= d(m.copy())
+        m0 = m.copy()
+        self.ns["pr_NET_RECEIVE"](m0, w)
+        out = {}
+        for s in self.targets:
+            inc = _runtime.as_n(getattr(m0, py(s)), w)
+            out[s] = inc * jnp.exp(-kin[s].rate * age)
+        return out
+
+
+def make_point_class(module, fields, ns, derivs, info):
+    """The user-facing class of point process `module` (fields: site, the
+    `PARAMETER`s, name) and its group class."""
+    targets = receive_increments(module) if module.net_receive is not None else {}
+    spec = _PointSpec(module, fields, ns, derivs, derived_names(module), targets)
+    name = module.suffix
+    group_cls = type(
+        f"{name}Group",
+        (AbstractNmodlPointGroup,),
+        {
+            "__annotations__": {
+                "params": dict[str, Float[Array, " n"]],
+                "index": Int[Array, " n"],
+                "arrivals": Arrivals | None,
+                "names": tuple[str, ...],
+                "kind": str,
+            },
+            "names": eqx.field(static=True),
+            "kind": eqx.field(static=True, default=name),
+            "recordable": tuple(module.states),
+            "spec": spec,
+            "__module__": "stable_ode.nmodl.generated",
+        },
+    )
+    _check_decay(module, spec, group_cls)
+
+    def make_point_process_group(cls, pps, index, arrivals, names, dtype):
+        params = {
+            f: jnp.asarray(np.asarray([float(getattr(p, f)) for p in pps]), dtype)
+            for f in fields
+        }
+        return group_cls(params=params, index=index, arrivals=arrivals, names=names)
+
+    def __check_init__(self):
+        if not isinstance(self.site, Site):
+            raise ValueError(
+                f"{name}: site must be a stable_ode.Site, got {self.site!r}"
+            )
+
+    annotations = {"site": Site}
+    annotations |= {f: float for f in fields}
+    annotations["name"] = str | None
+    namespace = {
+        "__annotations__": annotations,
+        **{f: module.parameters[p] for f, p in fields.items()},
+        "name": None,
+        "__check_init__": __check_init__,
+        "make_point_process_group": classmethod(make_point_process_group),
+        "receives_events": bool(targets),
+        "group_class": group_cls,
+        "nmodl": info,
+        "__doc__": f"NMODL point process `{name}` imported from `{module.path}`. "
+        f"**Fields:** `site`, the file's PARAMETERs "
+        f"({', '.join(f'`{f}` = {module.parameters[p]}' for f, p in fields.items())}"
+        f"), `name`. States: {', '.join(module.states) or 'none'}.",
+        "__module__": "stable_ode.nmodl.generated",
+    }
+    return type(
+        py(name) if name.isidentifier() else "point_process", (eqx.Module,), namespace
+    )
+
+
+def _check_decay(module, spec, group_cls):
+    """Each NET_RECEIVE target relaxes at a rate that the parameters alone set
+    (so that an arrival inside a step can be decayed exactly)."""
+    if not spec.targets:
+        return
+    fields = spec.fields
+    params = {f: jnp.full((1,), module.parameters[p]) for f, p in fields.items()}
+    g = group_cls(
+        params=params, index=jnp.zeros(1, jnp.int32), arrivals=None, names=("x",)
+    )
+    rates = []
+    for v in (-65.0, 20.0):
+        try:
+            m = g._vars(params, jnp.full((1,), v), {}, None)
+            kin = {}
+            for d in spec.derivs:
+                kin |= d(m)
+            rates.append({s: getattr(kin[s], "rate", None) for s in spec.targets})
+        except TypeError:  # it read celsius (None here)
+            rates.append(None)
+    for s, line in spec.targets.items():
+        r0 = rates[0] and rates[0][s]
+        r1 = rates[1] and rates[1][s]
+        if r0 is None or r1 is None or not np.allclose(r0, r1, rtol=0, atol=0):
+            raise NmodlError(
+                module.path,
+                line,
+                "NET_RECEIVE",
+                f"state {s}, which NET_RECEIVE adds to, must relax at a rate set "
+                "by the parameters alone (not v, celsius or the states) to "
+                "deliver events exactly; not supported yet",
+            )

@@ -1,0 +1,218 @@
+"""`stable_ode.from_neuron` and `python -m stable_ode from-neuron` against NEURON.
+
+A small model built in NEURON with everything the converter reads — a soma and
+an apical dendrite from 3-D points (tapering), a basal dendrite from `L`/`diam`
+attached at `soma(0.5)`, per-section `Ra` and `cm`, `hh`, `pas` and NEURON's
+demo channel `HHk` (khhchan.mod, through the NMODL importer), per-segment
+parameter values from distance gradients, a per-section `ek`, an `IClamp` and an
+`ExpSyn` driven by a `NetStim` — is converted and simulated by both with
+backward Euler at dt 0.025 ms; and NEURON's demo reconstruction `pyramid.nrn`
+(hoc, 79 sections of 3-D points). Unconvertible parts are reported by name.
+"""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stable_ode as so
+from stable_ode._neuron_import import from_neuron, FromNeuronError
+
+
+def _share() -> Path:
+    return Path(importlib.util.find_spec("neuron").origin).parent / ".data" / "share"
+
+
+def _khh() -> Path:
+    return _share() / "nrn" / "demo" / "release" / "khhchan.mod"
+
+
+def _build(h):
+    """The small model; returns the objects that keep it alive and the soma."""
+    soma = h.Section(name="soma")
+    for p in ((0, 0, 0, 18.0), (10, 0, 0, 20.0), (20, 1, 0, 16.0)):
+        h.pt3dadd(*p, sec=soma)
+    apic = h.Section(name="apic")
+    apic.connect(soma(1))
+    for i, (x, d) in enumerate(((20, 3.0), (60, 2.5), (120, 2.0), (200, 1.2))):
+        h.pt3dadd(x, 1 + i, 0, d, sec=apic)
+    apic.nseg = 7
+    dend = h.Section(name="dend")
+    dend.connect(soma(0.5))
+    dend.L, dend.diam, dend.nseg = 150, 1.5, 5
+    for sec in (soma, apic, dend):
+        sec.Ra = 120
+    apic.Ra, dend.cm = 150, 1.5
+    soma.insert("hh")
+    apic.insert("hh")
+    apic.insert("pas")
+    dend.insert("pas")
+    dend.insert("HHk")
+    h.distance(0, soma(0.5))
+    for seg in apic:
+        x = h.distance(seg)
+        seg.pas.g, seg.pas.e = 1e-4 * (1 + x / 100), -70
+        seg.hh.gnabar = 0.12 * max(0.0, 1 - x / 300)
+    for seg in dend:
+        seg.pas.g, seg.pas.e = 2e-4, -65
+        seg.HHk.gkbar = 0.01 * (1 + h.distance(seg) / 100)
+        seg.ek = -80
+    soma(0.5).hh.gkbar = 0.04
+    stim = h.IClamp(soma(0.5))
+    stim.delay, stim.dur, stim.amp = 1, 5, 0.3
+    tip = h.IClamp(apic(1))  # at a free end node: into apic's last compartment
+    tip.delay, tip.dur, tip.amp = 0.5, 2, 0.05
+    syn = h.ExpSyn(dend(0.7))
+    syn.tau, syn.e = 2.0, 0.0
+    ns = h.NetStim()
+    ns.start, ns.number, ns.interval, ns.noise = 2, 3, 2, 0
+    nc = h.NetCon(ns, syn)
+    nc.weight[0], nc.delay = 0.002, 0.5
+    return [soma, apic, dend, stim, tip, syn, ns, nc], soma
+
+
+@pytest.fixture
+def neuron_settings(neuron_mechanisms):
+    h = neuron_mechanisms
+    old = (h.celsius, h.dt, h.tstop, h.v_init, h.secondorder, h.usetable_hh)
+    old_khh = h.usetable_HHk
+    h.celsius, h.dt, h.tstop, h.v_init, h.secondorder = 16.3, 0.025, 8.0, -65.0, 0
+    h.usetable_hh = h.usetable_HHk = 0  # exact rates, as stable_ode's
+    yield h
+    h.celsius, h.dt, h.tstop, h.v_init, h.secondorder, h.usetable_hh = old
+    h.usetable_HHk = old_khh
+
+
+def _neuron_trace(h, sec):
+    v = h.Vector().record(sec(0.5)._ref_v)
+    h.finitialize(h.v_init)
+    h.continuerun(h.tstop)
+    return np.array(v)
+
+
+def test_small_model_matches_neuron(neuron_settings):
+    h = neuron_settings
+    keep, soma = _build(h)
+    model = from_neuron(nmodl=[_khh()], sections=[soma])
+    json.dumps(model)  # a model file
+    (cell,) = model["cells"]
+    sections = {s["name"]: s for s in cell["sections"]}
+    assert "points" in sections["apic"] and "length" in sections["dend"]
+    assert sections["dend"]["parent_position"] == 0.5
+    assert model["ions"]["k"]["reversal"] == -80.0
+    assert [s["position"] for s in model["stimuli"]] == [0.5, 1.0]
+    hh = next(m for m in cell["mechanisms"] if m["name"] == "hh")
+    assert len(hh["params"]["gnabar"]["values"]) == 1 + 7  # soma + apic
+    ref = _neuron_trace(h, soma)
+    ours = np.asarray(so.load_spec(model).simulate().recordings["soma"])
+    assert ref.shape == ours.shape and ref.max() > 0  # spikes
+    assert np.max(np.abs(ours - ref)) < 1e-6
+    del keep
+
+
+def test_pyramid_nrn_matches_neuron(neuron_settings):
+    """NEURON's demo reconstruction (hoc, `pt3dadd` points, children at
+    `soma(0.5)`), hh in the soma and pas elsewhere."""
+    h = neuron_settings
+    before = {s.name() for s in h.allsec()}
+    h.load_file(str(_share() / "nrn" / "demo" / "pyramid.nrn"))
+    mine = [s for s in h.allsec() if s.name() not in before]
+    try:
+        soma = next(s for s in mine if s.name() == "soma")
+        for s in mine:
+            s.Ra = 100
+            s.insert("pas")
+            for seg in s:
+                seg.pas.g, seg.pas.e = 1e-4, -65
+        soma.insert("hh")
+        stim = h.IClamp(soma(0.5))
+        stim.delay, stim.dur, stim.amp = 0.5, 3, 4.0
+        h.tstop = 5.0
+        model = from_neuron(sections=[soma])
+        (cell,) = model["cells"]
+        assert len(cell["sections"]) == len(mine) == 79
+        loaded = so.load_spec(model)
+        ref = _neuron_trace(h, soma)
+        ours = np.asarray(loaded.simulate().recordings["soma"])
+        assert ref.max() > 0, ref.max()
+        assert np.max(np.abs(ours - ref)) < 1e-6, np.max(np.abs(ours - ref))
+        del stim
+    finally:
+        for s in mine:
+            h.delete_section(sec=s)
+
+
+def test_unconvertible_parts_are_named(neuron_mechanisms, tmp_path):
+    h = neuron_mechanisms
+    pointer = tmp_path / "ptr.mod"
+    pointer.write_text(
+        "NEURON { SUFFIX ptr POINTER p RANGE g }\nPARAMETER { g = 1 }\n"
+        "ASSIGNED { p }\nBREAKPOINT { }\n"
+    )
+    soma = h.Section(name="soma")
+    soma.insert("extracellular")
+    soma.insert("fastpas")
+    dend = h.Section(name="dend")
+    dend.connect(soma(1))
+    dend.insert("HHk")  # compiled, but its .mod file is not given
+    spikes = h.NetCon(soma(0.5)._ref_v, None, sec=soma)
+    junction = h.IClamp(soma(1))  # at the node joining soma and dend
+    with pytest.raises(FromNeuronError) as info:
+        from_neuron(nmodl=[pointer], sections=[soma])
+    text = str(info.value)
+    assert len(info.value.problems) == 6, text
+    for word in ("extracellular", "'fastpas'", "'HHk'", "NetCon", "POINTER"):
+        assert word in text
+    assert "IClamp" in text and "soma(1)" in text
+    del spikes, junction
+
+
+_GOOD = """
+create soma, dend
+connect dend(0), soma(1)
+soma { L = 20  diam = 20  insert hh }
+dend { L = 100  diam = 2  nseg = 3  insert pas  g_pas = 2e-4 }
+objref stim
+soma stim = new IClamp(0.5)
+stim.del = 1
+stim.dur = 2
+stim.amp = 0.2
+tstop = 5
+celsius = 10
+"""
+
+
+def _cli(tmp_path, script: str, name: str, capsys):
+    from stable_ode._cli import main
+
+    path = tmp_path / name
+    path.write_text(script)
+    out = tmp_path / "model.json"
+    code = main(["from-neuron", str(path), "-o", str(out)])
+    return code, capsys.readouterr().err, out
+
+
+def test_cli(tmp_path, capsys):
+    pytest.importorskip("neuron")
+    code, err, out = _cli(tmp_path, _GOOD, "good.hoc", capsys)
+    assert code == 0, err
+    model = json.loads(out.read_text())
+    assert model["temperature"] == 10.0 and model["t_stop"] == 5.0
+    assert model["stimuli"][0]["amplitude"] == 0.2
+    assert model["record"] == [
+        {"name": "soma", "cell": "cell", "section": "soma", "position": 0.5}
+    ]
+    (cell,) = model["cells"]
+    assert [s["name"] for s in cell["sections"]] == ["soma", "dend"]
+    pas = next(m for m in cell["mechanisms"] if m["name"] == "pas")
+    assert pas["params"]["g"] == 2e-4 and pas["sections"] == ["dend"]
+    so.load_spec(out)  # valid
+
+    out.unlink()
+    bad = _GOOD + "dend insert fastpas\nsoma insert extracellular\n"
+    code, err, out = _cli(tmp_path, bad, "bad.hoc", capsys)
+    assert code == 1
+    assert "fastpas" in err and "extracellular" in err
+    assert not out.exists()

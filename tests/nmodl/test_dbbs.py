@@ -1,0 +1,135 @@
+"""The cerebellar mechanism collection `dbbs-mod-collection` (PyPI; a test
+extra, read from the installed package, never copied here): every `.mod`
+file imported, against an explicit table of which import and why the others
+do not; three of them (a Markov Na channel, a Kv3.4 channel whose rates read
+a `qt` that `INITIAL` computes, a BK Markov channel gated by calcium) against
+NEURON running the same files.
+
+NEURON comparison: one compartment (L = diam = 20 µm), 32 °C, `cai` 1e-3
+mM, a leak (`hh` with its Na and K conductances at 0), 0.1 nA from 2 ms for
+20 ms, 30 ms, dt 0.025 ms, NEURON at `secondorder = 0` against our
+`BackwardEuler`, float64, the Markov schemes from NEURON's initial
+populations (its `STEADYSTATE sparse` stops ~1e-6 relative short of the
+exact one). Asserted 1e-6 mV (measured in `docs/nmodl.md`).
+"""
+
+import importlib.util
+import pathlib
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import stable_ode as so
+from stable_ode.nmodl import load_nmodl, NmodlError
+
+
+def _folder() -> pathlib.Path:
+    spec = importlib.util.find_spec("dbbs_mod_collection")
+    if spec is None:
+        pytest.fail("dbbs-mod-collection is not installed (pip install -e .[test])")
+    return pathlib.Path(spec.origin).parent / "mod"
+
+
+PREFIX = "glia__dbbs_mod_collection__"
+_ARRAY = ("array", "array variables (tspike[...], inf[...])")
+_INIT = ("ASSIGNED", "INITIAL reads qt before computing it (NEURON: a value left over)")
+_COMP = ("COMPARTMENT", "calcium diffusion/buffering with COMPARTMENT volumes")
+
+# file (without PREFIX and .mod) -> None (imports) or (construct, why not)
+EXPECTED = {
+    "AMPA__0": _ARRAY, "AMPA__granule": _ARRAY, "CaL13__0": None,
+    "Ca__granule_cell": None, "Cav2_1__0": None, "Cav2_2__0": None,
+    "Cav2_3__0": _ARRAY, "Cav3_1__0": _INIT, "Cav3_2__0": None, "Cav3_3__0": None,
+    "GABA__0": _ARRAY,
+    "GABA__biexp": ("NET_RECEIVE", "a NET_RECEIVE that is not `x = x + expr`"),
+    "GABA__granule": _ARRAY, "HCN1__0": None, "HCN1__golgi": None, "HCN2__0": None,
+    "Kca1_1__0": None, "Kca2_2__0": None, "Kca3_1__0": _INIT, "Kir2_3__0": None,
+    "Km__granule_cell": None, "Kv1_1__0": None, "Kv1_5__0": None, "Kv2_2__0": None,
+    "Kv3_3__0": None, "Kv3_4__0": None, "Kv4_3__0": None, "Kv7__0": None,
+    "Leak__0": None, "Leak__GABA": None, "NMDA__granule": _ARRAY,
+    "NMDA__stellate": _ARRAY, "Na__granule_cell": None, "Na__granule_cell_FHF": None,
+    "Nav1_1__0": ("LINEAR", "a LINEAR block"), "Nav1_6__0": None,
+    "cdp5__0": _COMP, "cdp5__CAM": _COMP, "cdp5__CAM_GoC": _COMP, "cdp5__CR": _COMP,
+    "gap_junction__0": ("POINTER", "a POINTER (gap junction)"),
+    "gap_junction__parallel": ("ELECTRODE_CURRENT", "an electrode current"),
+}  # fmt: skip
+
+
+def test_table_lists_every_file():
+    found = {p.name[len(PREFIX) : -4] for p in _folder().glob("*.mod")}
+    assert found == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_import(name):
+    path = _folder() / f"{PREFIX}{name}.mod"
+    expected = EXPECTED[name]
+    if expected is None:
+        (cls,) = load_nmodl(path).values()
+        assert cls.nmodl.suffix == PREFIX + name
+        return
+    with pytest.raises(NmodlError) as e:
+        load_nmodl(path)
+    assert e.value.construct == expected[0], str(e.value)
+    assert e.value.line is not None and e.value.path == str(path)
+
+
+COMPARED = ("Nav1_6__0", "Kv3_4__0", "Kca1_1__0")
+CAI, CELSIUS, DT, T1 = 1e-3, 32.0, 0.025, 30.0
+
+
+@pytest.mark.neuron
+def test_against_neuron(neuron_mechanisms):
+    h = neuron_mechanisms
+    mechs = load_nmodl([_folder() / f"{PREFIX}{n}.mod" for n in COMPARED])
+    sec = h.Section(name="dbbs_soma")
+    sec.L = sec.diam = 20.0
+    sec.insert("hh")
+    sec(0.5).hh.gnabar = sec(0.5).hh.gkbar = 0.0
+    for n in COMPARED:
+        sec.insert(PREFIX + n)
+    ic = h.IClamp(sec(0.5))
+    ic.amp, ic.delay, ic.dur = 0.1, 2.0, 20.0
+    v = h.Vector().record(sec(0.5)._ref_v)
+    start = []  # per mechanism: its scheme states' initial populations
+    sec(0.5).cai = CAI  # (no mechanism writes cai: NEURON leaves it as set)
+    h.usetable_hh, h.secondorder, h.dt, h.celsius = 0, 0, DT, CELSIUS
+    h.CVode().active(0)
+    h.finitialize(-65.0)
+    for n in COMPARED:
+        mech = getattr(sec(0.5), PREFIX + n)
+        forms = mechs[PREFIX + n].nmodl.forms
+        start.append({s: getattr(mech, s) for s, f in forms.items() if "scheme" in f})
+    for _ in range(round(T1 / DT)):
+        h.fadvance()
+    ref = np.array(v)
+    del ic, sec
+
+    cell = so.Cell(
+        "c",
+        [so.Section("soma", 20.0, 20.0)],
+        [so.Insert(so.HH(gnabar=0.0, gkbar=0.0))]
+        + [so.Insert(mechs[PREFIX + n]()) for n in COMPARED],
+    )
+    site = so.Site("c", "soma", 0.5)
+    model = so.build(
+        [cell],
+        [so.StepCurrent(site, 0.1, 2.0, 20.0)],
+        [so.Recording("v", site)],
+        celsius=CELSIUS,
+        ions={"ca": so.IonSpecies(inside=CAI)},
+    )
+    y0 = model.init_state()
+    groups = list(y0.groups)
+    for k, x0 in zip(range(1, len(groups)), start):  # groups[0]: hh
+        if x0:
+            for s, x in x0.items():
+                assert abs(float(groups[k][s][0]) - x) <= 1e-5 * max(x, 1e-3), s
+            groups[k] = {s: jnp.full(1, x) for s, x in x0.items()}
+    y0 = so.State(v=y0.v, groups=tuple(groups))
+    ours = np.asarray(so.simulate(model, T1, DT, y0=y0).recordings["v"])
+    assert np.max(ref) > 0, "it spikes"
+    err = float(np.max(np.abs(ours - ref)))
+    print(f"dbbs: max |v - v_NEURON| = {err:.2g} mV")
+    assert err < 1e-6

@@ -1,0 +1,181 @@
+"""`POINT_PROCESS` files with `NET_RECEIVE` imported as point processes:
+NEURON's own `expsyn.mod` and `exp2syn.mod` (from the wheel's `modfile`
+folder; NEURON's built-in `ExpSyn` and `Exp2Syn` are these files) against
+our built-in `ExpSyn` / `Exp2Syn` and against NEURON.
+
+One HH compartment per cell (L = diam = 20 µm, 6.3 °C), an `ExpSyn` (tau 2
+ms) driven by spike times 1.0 and 2.5 ms and an `Exp2Syn` (tau1 0.5, tau2 3
+ms, e -10 mV) by spike times 2, 5 and 8 ms through a 1 ms delay, dt 0.025 ms,
+our `BackwardEuler` against NEURON's `secondorder = 0`. Asserted: the
+imported and built-in synapses give the same trace to 1e-12 mV and states to
+1e-15 µS; against NEURON 1e-8 mV (measured values in `docs/nmodl.md`).
+"""
+
+import numpy as np
+import pytest
+from conftest import MODFILE
+
+import stable_ode as so
+from stable_ode.nmodl import load_nmodl, NmodlError
+
+
+T1, DT = 15.0, 0.025
+
+
+@pytest.fixture(scope="module")
+def mechs():
+    return load_nmodl([MODFILE / "expsyn.mod", MODFILE / "exp2syn.mod"])
+
+
+def _setup(exp_syn, exp2_syn, cell):
+    site = so.Site(cell, "soma", 0.5)
+    s1 = exp_syn(site, tau=2.0, e=0.0, name=f"{cell}1")
+    s2 = exp2_syn(site, tau1=0.5, tau2=3.0, e=-10.0, name=f"{cell}2")
+    ncs = [
+        so.NetCon(so.SpikeTimes([1.0, 2.5]), s1, delay=0.0, weight=0.004),
+        so.NetCon(so.SpikeTimes([2.0, 5.0, 8.0]), s2, delay=1.0, weight=0.003),
+    ]
+    rec = [
+        so.Recording(cell, site),
+        so.PointRecording(f"{cell}.g", s1, "g"),
+        so.PointRecording(f"{cell}.A", s2, "A"),
+        so.PointRecording(f"{cell}.B", s2, "B"),
+    ]
+    return [s1, s2], ncs, rec
+
+
+@pytest.fixture(scope="module")
+def ours(mechs):
+    cells = [
+        so.Cell(c, [so.Section("soma", 20.0, 20.0)], [so.Insert(so.HH())])
+        for c in ("imported", "builtin")
+    ]
+    p1, n1, r1 = _setup(mechs["ExpSyn"], mechs["Exp2Syn"], "imported")
+    p2, n2, r2 = _setup(so.ExpSyn, so.Exp2Syn, "builtin")
+    model = so.build(cells, point_processes=p1 + p2, netcons=n1 + n2,
+                     recordings=r1 + r2)  # fmt: skip
+    sim = so.simulate(model, T1, DT, solver=so.BackwardEuler())
+    return {k: np.asarray(v) for k, v in sim.recordings.items()}
+
+
+def test_imported_equals_builtin(ours):
+    assert np.max(ours["imported"]) > 0, "the synapses make the cell spike"
+    err = float(np.max(np.abs(ours["imported"] - ours["builtin"])))
+    print(f"imported vs built-in: max |Δv| = {err:.2g} mV")
+    assert err < 1e-12
+    for k in ("g", "A", "B"):
+        assert np.max(ours[f"imported.{k}"]) > 1e-3
+        np.testing.assert_allclose(
+            ours[f"imported.{k}"], ours[f"builtin.{k}"], rtol=0, atol=1e-15
+        )
+
+
+@pytest.mark.neuron
+def test_imported_against_neuron(ours, neuron_mechanisms):
+    h = neuron_mechanisms
+    sec = h.Section(name="point_soma")
+    sec.L = sec.diam = 20.0
+    sec.insert("hh")
+    s1, s2 = h.ExpSyn(sec(0.5)), h.Exp2Syn(sec(0.5))
+    s1.tau, s1.e = 2.0, 0.0
+    s2.tau1, s2.tau2, s2.e = 0.5, 3.0, -10.0
+    c1, c2 = h.NetCon(None, s1), h.NetCon(None, s2)
+    c1.weight[0], c2.weight[0] = 0.004, 0.003
+    v = h.Vector().record(sec(0.5)._ref_v)
+    a, b = h.Vector().record(s2._ref_A), h.Vector().record(s2._ref_B)
+    h.usetable_hh, h.secondorder, h.dt, h.celsius = 0, 0, DT, 6.3
+    h.CVode().active(0)
+    h.finitialize(-65.0)
+    for t in (1.0, 2.5):
+        c1.event(t)
+    for t in (3.0, 6.0, 9.0):
+        c2.event(t)
+    for _ in range(round(T1 / DT)):
+        h.fadvance()
+    err = float(np.max(np.abs(ours["imported"] - np.array(v))))
+    print(f"imported vs NEURON: max |Δv| = {err:.2g} mV")
+    assert err < 1e-8
+    np.testing.assert_allclose(ours["imported.A"], np.array(a), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(ours["imported.B"], np.array(b), rtol=0, atol=1e-14)
+    del c1, c2, s1, s2, sec
+
+
+NET = """NEURON { POINT_PROCESS P NONSPECIFIC_CURRENT i RANGE tau }
+PARAMETER { tau = 2 (ms) }
+ASSIGNED { v (mV) i (nA) }
+STATE { g }
+BREAKPOINT { SOLVE s METHOD cnexp i = g*v }
+DERIVATIVE s { g' = -g/tau }
+"""  # 6 lines
+
+
+@pytest.mark.parametrize(
+    "body, construct, line, words",
+    [
+        ("NET_RECEIVE(w) {\n  net_send(1, 1)\n}\n", "net_send()", 8, "self-events"),
+        ("NET_RECEIVE(w, f) {\n  g = g + w\n}\n", "NET_RECEIVE", 7, "one argument"),
+        ("NET_RECEIVE(w) {\n  g = 2*g + w\n}\n", "NET_RECEIVE", 8, "x = x + expr"),
+    ],
+)
+def test_unsupported_net_receive(tmp_path, body, construct, line, words):
+    path = tmp_path / "p.mod"
+    path.write_text(NET + body)
+    with pytest.raises(NmodlError) as e:
+        load_nmodl(path)
+    assert (e.value.construct, e.value.line) == (construct, line), str(e.value)
+    assert words in str(e.value)
+
+
+def test_voltage_dependent_decay_is_an_error(tmp_path):
+    path = tmp_path / "p.mod"
+    path.write_text(
+        NET.replace("g' = -g/tau", "g' = -g*exp(v/10)/tau")
+        + "NET_RECEIVE(w) {\n  g = g + w\n}\n"
+    )
+    with pytest.raises(NmodlError, match="relax at a rate set by the parameters"):
+        load_nmodl(path)
+
+
+def test_model_file_point_process(tmp_path):
+    """The model file's `point_processes` take an imported `POINT_PROCESS` by
+    name (from the top-level `nmodl` key), NetCons target it and records
+    name its states: the same run as the built-in `ExpSyn`."""
+    import json
+
+    (tmp_path / "p.mod").write_text(
+        NET.replace("i = g*v", "i = g*(v - e)").replace(
+            "tau = 2 (ms)", "tau = 2 (ms) e = 0 (mV)"
+        )
+        + "NET_RECEIVE(w) {\n  g = g + w\n}\n"
+    )
+
+    cell = {
+        "mechanisms": [{"name": "hh"}],
+        "sections": [{"name": "soma", "length": 20.0, "diameter": 20.0}],
+    }
+    model = {
+        "format": "stable_ode.model/1",
+        "t_stop": 5.0,
+        "nmodl": ["p.mod"],
+        "cells": [{"name": "a", **cell}, {"name": "b", **cell}],
+        "point_processes": [
+            {"name": "s", "kind": "P", "cell": "a", "section": "soma",
+             "params": {"tau": 1.5}},
+            {"name": "t", "kind": "ExpSyn", "cell": "b", "section": "soma",
+             "params": {"tau": 1.5}}],
+        "netcons": [{"source": {"spike_times": [1.0]}, "target": x, "delay": 0.5,
+                     "weight": 0.01} for x in "st"],
+        "record": [{"name": "va", "cell": "a", "section": "soma"},
+                   {"name": "vb", "cell": "b", "section": "soma"},
+                   {"name": "gs", "point_process": "s", "variable": "g"},
+                   {"name": "gt", "point_process": "t", "variable": "g"}],
+        "integration": {"solver": "backward_euler", "dt": 0.025},
+    }  # fmt: skip
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(model))
+    out = {
+        k: np.asarray(x) for k, x in so.load_spec(path).simulate().recordings.items()
+    }
+    assert np.max(out["gs"]) > 0.005
+    np.testing.assert_allclose(out["va"], out["vb"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(out["gs"], out["gt"], rtol=0, atol=1e-15)
