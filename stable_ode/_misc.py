@@ -79,10 +79,69 @@ def _finite_linear_solve_jvp(primals, tangents):
         is_leaf=_none,
     )
     out, t_out = eqx.filter_jvp(
-        _plain_solve, (coupling, theta, diagonal, vector, solver), tangents
+        functools.partial(_plain_solve, solver=_NonRaising(solver)),
+        (coupling, theta, diagonal, vector),
+        tangents[:4],
     )
     out = jnp.where(ok, out, jnp.full_like(out, jnp.nan))
-    return out, jnp.where(ok, t_out, jnp.zeros_like(t_out))
+    return out, jnp.where(ok, t_out + _nan_carrier(tangents, t_out), 0)
+
+
+def _nan_carrier(tangents, like) -> Array:
+    """`0·Σ tangents`, broadcast like `like`: zero for finite tangents, NaN if
+    any is not finite — and, transposed, a NaN in any entry of the cotangent of
+    `like` gives a NaN cotangent to every input. It carries the NaN past the
+    sanitised tangent and transposed solves (`_NonRaising`) as any other
+    operation would carry it; the `NonFiniteGuard` selects it away in a rejected
+    step, and anywhere else it stays visible."""
+    leaves = [
+        t
+        for t in jax.tree_util.tree_leaves(tangents)
+        if jnp.issubdtype(jnp.result_type(t), jnp.inexact)
+    ]
+    total = sum(
+        (jnp.sum(t).astype(like.dtype) for t in leaves), jnp.zeros((), like.dtype)
+    )
+    return jnp.broadcast_to(0 * total, like.shape)
+
+
+class _NonRaising(lx.AbstractLinearSolver):
+    """`inner`, for the tangent and transposed solves of `finite_linear_solve`:
+    a non-finite right-hand side is solved as zeros and gives zeros.
+
+    Lineax runs those solves with `throw=True` (there is nowhere to return
+    their result), so a NaN tangent or cotangent that reaches them raises "A
+    linear solver received non-finite input" even where the primal system is
+    finite. Inside a rejected step that happens: the guard zeroes the step's
+    cotangent, but the step's own linearisation holds NaN coefficients (its
+    trial state is NaN), and `0·NaN` forms in the transposed map before the
+    cotangent reaches the solve. `_nan_carrier` keeps such a NaN visible."""
+
+    inner: lx.AbstractLinearSolver
+
+    def init(self, operator, options):
+        return self.inner.init(operator, options)
+
+    def compute(self, state, vector, options):
+        ok = tree_all_finite(vector)
+        zero = functools.partial(_select, ok)
+        sol, result, stats = self.inner.compute(
+            state, jax.tree_util.tree_map(zero, vector), options
+        )
+        return jax.tree_util.tree_map(zero, sol), result, stats
+
+    def transpose(self, state, options):
+        return self.inner.transpose(state, options)
+
+    def conj(self, state, options):
+        return self.inner.conj(state, options)
+
+    def assume_full_rank(self):
+        return self.inner.assume_full_rank()
+
+
+def _select(ok, x):
+    return jnp.where(ok, x, jnp.zeros_like(x))
 
 
 def _none(x) -> bool:
