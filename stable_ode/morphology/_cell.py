@@ -9,7 +9,6 @@ file and the Python API accept exactly the same things.
 """
 
 import functools
-import math
 import sys
 from collections.abc import Sequence
 
@@ -17,7 +16,7 @@ import equinox as eqx
 
 from .._errors import concrete_number, InvalidArgument
 from ..mechanisms import AbstractMechanism
-from . import _geometry
+from . import _geometry, _geometry_checks
 from ._cell_checks import (
     _check_ions,
     _first_cycle,
@@ -98,11 +97,11 @@ class Section(eqx.Module):
             self.length, self.diameter, self.points = length, diameter, None
             return
         try:
-            pts = _geometry.as_points(points)
+            pts = _geometry_checks.as_points(points)
         except ValueError as e:
             argument, problem = str(e).split(": ", 1)
             raise InvalidArgument(owner, argument, problem) from None
-        problem = _geometry.points_problem(pts, parent is not None)
+        problem = _geometry_checks.points_problem(pts, parent is not None)
         if problem is not None:
             raise InvalidArgument(owner, *problem)
         self.points = pts
@@ -131,54 +130,15 @@ class Section(eqx.Module):
                 owner, "parent_position", f"must be in [0, 1], got {x!r}"
             )
         if self.points is not None:
-            problem = _geometry.geometry_problem(self.points, int(n))
+            problem = _geometry_checks.geometry_problem(self.points, int(n))
             if problem is not None:
                 raise InvalidArgument(owner, "points", problem)
         elif concrete_number(self.length) and concrete_number(self.diameter):
-            problem = _geometry_problem(
+            problem = _geometry_checks.cylinder_problem(
                 float(self.length), float(self.diameter), int(n)
             )
             if problem is not None:
                 raise InvalidArgument(owner, problem[0], problem[1])
-
-
-def axial_resistance_per_ra(length: float, diameter: float, n: int) -> float:
-    """Resistance of half a compartment per unit `Ra`: `(L/2n) / (π·(d/2)²)`, in
-    Ω per Ω·cm (µm converted to cm)."""
-    return (length / (2 * n)) * 1e-4 / (math.pi * (diameter / 2) ** 2 * 1e-8)
-
-
-def _geometry_problem(length: float, diameter: float, n: int):
-    """`(argument, problem)` if the compartments' area or axial resistance is not a
-    finite, normal, non-zero float64; else `None`."""
-    tiny, huge = sys.float_info.min, sys.float_info.max
-    try:
-        area = math.pi * diameter * (length / n) * 1e-8
-        cross = math.pi * (diameter / 2) ** 2 * 1e-8
-        r = (length / (2 * n)) * 1e-4 / cross if cross > 0 else math.inf
-    except OverflowError:
-        area = cross = r = math.inf
-    if not (tiny <= area <= huge):
-        return "diameter", (
-            f"{diameter!r} µm with length {length!r} µm and {n} compartment(s) "
-            f"gives a compartment area of {area:g} cm², not a finite non-zero number"
-        )
-    if not (tiny <= r <= huge and 1 / r >= tiny):
-        return "diameter", (
-            f"{diameter!r} µm with length {length!r} µm and {n} compartment(s) "
-            f"gives an axial resistance of {r:g} Ω per Ω·cm, not a finite non-zero "
-            f"number"
-        )
-    return None
-
-
-def _resistances_per_ra(s: Section) -> list[float]:
-    """The extreme half-compartment axial resistances of `s` per unit `Ra`, Ω per
-    Ω·cm (the one value of a cylinder)."""
-    if s.points is not None:
-        return _geometry.resistance_range_per_ra(s.points, int(s.n_compartments))
-    n = int(s.n_compartments)
-    return [axial_resistance_per_ra(float(s.length), float(s.diameter), n)]
 
 
 class Insert(eqx.Module):
@@ -369,7 +329,7 @@ class Cell(eqx.Module):
                 f"a cell needs exactly one root section (one without 'parent'), "
                 f"found {len(roots)}: {_listing(roots)}",
             )
-        pinched = _geometry.pinched_attachment(self)
+        pinched = _geometry_checks.pinched_attachment(self)
         if pinched is not None:
             raise InvalidArgument(owner, f"sections[{pinched[0]}].parent", pinched[1])
         for m, ins in enumerate(self.mechanisms):
@@ -383,7 +343,7 @@ class Cell(eqx.Module):
         if concrete_number(ra):
             for s in self.sections:
                 if concrete_number(s.length) and concrete_number(s.diameter):
-                    for r in (ra * r1 for r1 in _resistances_per_ra(s)):
+                    for r in (ra * r1 for r1 in _geometry_checks.resistances_per_ra(s)):
                         if sys.float_info.min <= r <= sys.float_info.max:
                             continue
                         raise InvalidArgument(
