@@ -2,10 +2,10 @@
 reduced separator forest, as static index arrays (`tree_plan`)."""
 
 import equinox as eqx
-import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Int
 
+from .._misc import device_array
 from .schedule import hines_schedule
 
 
@@ -210,7 +210,7 @@ def tree_plan(
     reduced_parent = np.array(reduced_parent_, np.int64).reshape(m)
     reduced_source = np.array(reduced_source_, np.int64).reshape(m)
     schedule = hines_schedule(reduced_parent)
-    as_int = lambda a: jnp.asarray(np.asarray(a, np.int32))  # noqa: E731
+    as_int = lambda a: device_array(a, np.int32)  # noqa: E731
     children = chunks = reduced_schedule = None
     if m * schedule.shape[0] <= unroll_limit:
         kk = 1
@@ -228,7 +228,7 @@ def tree_plan(
             for u in range(m):
                 children[i, u, : len(kids[u])] = kids[u]
             mask[i, chunk[chunk < m]] = True
-        children, chunks = as_int(children), jnp.asarray(mask)
+        children, chunks = as_int(children), device_array(mask)
     else:
         reduced_schedule = as_int(schedule)
     return TreePlan(

@@ -7,7 +7,6 @@ with how sections attach (`pinched_attachment`). The integration itself
 import math
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,10 +17,6 @@ from ._geometry import (
     R_SCALE,
     resistance_range_per_ra,
 )
-
-
-if TYPE_CHECKING:
-    from ._cell import Section
 
 
 class Points(tuple):
@@ -138,21 +133,24 @@ def geometry_problem(points: tuple, n: int) -> str | None:
     return None
 
 
-def pinched_attachment(cell):
-    """`(i, problem)` for the first section of `cell` attached at an end of zero
-    diameter (NEURON would join it through its ~1e15 MΩ guard); else `None`."""
-    for i, s in enumerate(cell.sections):
-        if s.parent is None:
+def pinched_attachment(fields: list[dict], positions: dict):
+    """`(i, problem)` for the first section attached at an end of zero diameter
+    (NEURON would join it through its ~1e15 MΩ guard); else `None`. `fields`:
+    each section's field values (`vars(section)`), `positions`: name → index."""
+    if all(f["points"] is None for f in fields):
+        return None  # only a section of points can have a zero diameter
+    for i, s in enumerate(fields):
+        if s["parent"] is None:
             continue
-        p, x = cell.section(s.parent), s.parent_position
-        for _ in cell.sections:  # a 0 end is the node its section hangs from
-            if x != 0.0 or p.parent is None:
+        p, x = fields[positions[s["parent"]]], s["parent_position"]
+        for _ in fields:  # a 0 end is the node its section hangs from
+            if x != 0.0 or p["parent"] is None:
                 break
-            p, x = cell.section(p.parent), p.parent_position
-        if p.points is not None and x in (0.0, 1.0):
-            if p.points[0 if x == 0.0 else -1][3] == 0.0:
+            p, x = fields[positions[p["parent"]]], p["parent_position"]
+        if p["points"] is not None and x in (0.0, 1.0):
+            if p["points"][0 if x == 0.0 else -1][3] == 0.0:
                 return i, (
-                    f"attaches to the {int(x)} end of {p.name!r}, whose diameter "
+                    f"attaches to the {int(x)} end of {p['name']!r}, whose diameter "
                     "there is 0 (an infinite axial resistance)"
                 )
     return None
@@ -188,10 +186,11 @@ def cylinder_problem(length: float, diameter: float, n: int):
     return None
 
 
-def resistances_per_ra(s: "Section") -> list[float]:
-    """The extreme half-compartment axial resistances of `s` per unit `Ra`, Ω per
-    Ω·cm (the one value of a cylinder)."""
-    if s.points is not None:
-        return resistance_range_per_ra(s.points, int(s.n_compartments))
-    n = int(s.n_compartments)
-    return [axial_resistance_per_ra(float(s.length), float(s.diameter), n)]
+def resistances_per_ra(f: dict) -> list[float]:
+    """The extreme half-compartment axial resistances per unit `Ra` of the
+    section with field values `f` (`vars(section)`), Ω per Ω·cm (the one value
+    of a cylinder)."""
+    n = int(f["n_compartments"])
+    if f["points"] is not None:
+        return resistance_range_per_ra(f["points"], n)
+    return [axial_resistance_per_ra(float(f["length"]), float(f["diameter"]), n)]

@@ -14,6 +14,7 @@ from .._linear import (
     TreePlan,
     TreeSolver,
 )
+from .._misc import device_array, gc_paused
 from ._coupling import AbstractCoupling
 
 
@@ -123,6 +124,16 @@ def tree_coupling(
     **Returns:** a `TreeCoupling`, rooted at the centre of each connected component
     (which minimises the depth, hence the number of sequential elimination steps).
     """
+    with gc_paused():
+        return _tree_coupling(n_compartments, edges, junctions, dtype)
+
+
+def _tree_coupling(
+    n_compartments: int,
+    edges: list[tuple[int, int, float]],
+    junctions: list[list[tuple[int, float]]],
+    dtype,
+) -> TreeCoupling:
     n = n_compartments + len(junctions)
     members = [m for ms in junctions for m in ms]
     sizes = [len(ms) for ms in junctions]
@@ -154,14 +165,14 @@ def tree_coupling(
     child = child[np.argsort(parent[child], kind="stable")]
     table = np.full((n, max(int(n_kids.max(initial=0)), 1)), n)
     table[parent[child], np.arange(child.shape[0]) - first[parent[child]]] = child
-    i32 = lambda a: jnp.asarray(np.asarray(a, np.int32))  # noqa: E731
+    i32 = lambda a: device_array(a, np.int32)  # noqa: E731
     return TreeCoupling(
-        g=jnp.asarray(g, dtype),
+        g=device_array(g, dtype),
         parent=i32(parent),
         schedule=i32(schedule),
         plan=tree_plan(parent),
         rows=i32(row[:n_compartments]),
-        is_junction=jnp.asarray(order >= n_compartments),
+        is_junction=device_array(order >= n_compartments),
         children=i32(table),
         compartment=i32(np.minimum(order, n_compartments)),
     )
