@@ -84,6 +84,10 @@ def finite_linear_solve(coupling, theta, diagonal, vector, solver) -> Array:
     selected away and the value is NaN: lineax's tangent and transposed solves
     (which raise on non-finite input, whatever the primal `throw`) only ever see a
     finite system, and a discarded step's zero cotangent cannot become `0·NaN`.
+    A non-finite tangent or cotangent of a finite system (inside a rejected step,
+    the linearisation of its NaN states makes one) is solved as zero by those
+    solves (`_NonRaising`) and carried past them as NaN (`_nan_carrier`), as
+    any other operation carries it, for `NonFiniteGuard` to select away.
 
     **Arguments:**
 
