@@ -188,6 +188,14 @@ def gradient_tables(rows: list[dict]) -> list[str]:
                 f"{_ratio(r['ms'], best)} | {_g(r.get('xla_temp_mb'), '.2f')} |"
             )
         out.append("")
+        ms = {r["impl"]: r["ms"] for r in inter if r["adjoint"] == "default"}
+        plain = ms.get("ours, plain solves")
+        if "ours" in ms and plain is not None:
+            out += [
+                "Sanitised solves (`finite_linear_solve`) against lineax's plain "
+                f"ones, default configuration: time ratio {ms['ours'] / plain:.3f}.",
+                "",
+            ]
     proc = [r for r in grad if r.get("kind") == "process" and not r.get("growth")]
     if proc:
         out += [
@@ -401,7 +409,7 @@ def write_plots(rows: list[dict], folder: str) -> list[str]:
         fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
         for ax, (rs, field, title, log) in zip(axes, panels, strict=True):
             labels = [
-                f"{'Jaxley' if r['impl'] == 'jaxley' else 'ours'}\n{r['adjoint']}"
+                f"{'Jaxley' if r['impl'] == 'jaxley' else r['impl']}\n{r['adjoint']}"
                 for r in rs
             ]
             vals = [math.nan if r.get(field) is None else r[field] for r in rs]

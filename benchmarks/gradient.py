@@ -49,6 +49,7 @@ network's).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -59,6 +60,9 @@ import time
 
 DT = 0.025
 CHECKPOINT_LENGTHS = [40, 50]
+PLAIN = "ours, plain solves"
+"""Ours with lineax's plain solves in place of the sanitised ones
+(`solve_variant`)."""
 
 
 def _ours_adjoint(name: str):
@@ -191,10 +195,44 @@ def _network_jaxley(t_max: float, adjoint_name: str):
 
 BUILDERS = {
     ("cable", "ours"): _cable_ours,
+    ("cable", PLAIN): _cable_ours,
     ("cable", "jaxley"): _cable_jaxley,
     ("network", "ours"): _network_ours,
+    ("network", PLAIN): _network_ours,
     ("network", "jaxley"): _network_jaxley,
 }
+
+
+@contextlib.contextmanager
+def solve_variant(impl: str):
+    """While tracing `impl`'s gradient: for `PLAIN`, the staggered solvers' voltage
+    solves are lineax's plain `linear_solve` instead of
+    `stable_ode._misc.finite_linear_solve` (whose derivative is sanitised
+    against non-finite steps: its inputs, its tangent and transposed solves); the
+    time of `ours` over `PLAIN` is what the sanitising costs (issue 20). Only
+    for a solve whose steps are all finite, as here: the plain one raises in
+    the backward pass after a rejected non-finite step."""
+    if impl != PLAIN:
+        yield
+        return
+    from stable_ode import _misc
+    from stable_ode._solver import _staggered
+
+    saved = _staggered.finite_linear_solve
+    _staggered.finite_linear_solve = _misc._plain_solve
+    try:
+        yield
+    finally:
+        _staggered.finite_linear_solve = saved
+
+
+def sanitised_ratio(rows: list[dict]) -> float | None:
+    """The interleaved median time of our default configuration over the same
+    with plain solves (`PLAIN`), or `None` without both."""
+    ms = {r["impl"]: r["ms"] for r in rows if r["adjoint"] == "default"}
+    if "ours" not in ms or PLAIN not in ms:
+        return None
+    return ms["ours"] / ms[PLAIN]
 
 
 def _rss_mb() -> float:
@@ -254,7 +292,8 @@ def interleaved(specs: list[dict], repeats: int) -> list[dict]:
     for spec in specs:
         loss, a = BUILDERS[spec["model"], spec["impl"]](spec["t_max"], spec["adjoint"])
         start = time.perf_counter()
-        fns.append(jax.jit(jax.grad(loss)).lower(*a).compile())
+        with solve_variant(spec["impl"]):
+            fns.append(jax.jit(jax.grad(loss)).lower(*a).compile())
         compile_s.append(time.perf_counter() - start)
         args.append(a)
     out = time_interleaved(fns, args, repeats=repeats)
@@ -274,6 +313,7 @@ INTERLEAVED = {
         ("jaxley", "none"),
         ("jaxley", "levels=40,50"),
         ("ours", "default"),
+        (PLAIN, "default"),
         ("ours", "levels=40,50"),
         ("ours", "store-all"),
     ],
@@ -282,6 +322,7 @@ INTERLEAVED = {
     "network": [
         ("jaxley", "levels=40,50"),
         ("ours", "default"),
+        (PLAIN, "default"),
         ("ours", "levels=40,50"),
     ],
 }
@@ -299,7 +340,7 @@ def interleaved_plan(mode: str, model: str = "cable") -> tuple[list[dict], int]:
     if mode == "quick":
         if model == "cable":
             # the configuration the quick run leaves out of the separate processes
-            pairs.insert(4, ("ours", "checkpoints=10"))
+            pairs.insert(5, ("ours", "checkpoints=10"))
         repeats = 3
     elif mode == "smoke":
         pairs, t_max, repeats = (
@@ -440,7 +481,9 @@ def print_results(results: list[dict]) -> None:
         rows.append(
             [
                 r["model"],
-                "Jaxley 0.14" if r["impl"] == "jaxley" else "stable_ode",
+                {"jaxley": "Jaxley 0.14", "ours": "stable_ode"}.get(
+                    r["impl"], "stable_ode, plain solves"
+                ),
                 r["adjoint"],
                 _fmt(r["t_max"], ".0f"),
                 _fmt(r["ms"]),
@@ -644,7 +687,9 @@ def print_interleaved(rows: list[dict], repeats: int) -> None:
     best_jx = min((r["ms"] for r in rows if r["impl"] == "jaxley"), default=None)
     table = [
         [
-            "Jaxley 0.14" if r["impl"] == "jaxley" else "stable_ode",
+            {"jaxley": "Jaxley 0.14", "ours": "stable_ode"}.get(
+                r["impl"], "stable_ode, plain solves"
+            ),
             r["adjoint"],
             f"{r['ms']:.1f}",
             f"{r['min_ms']:.1f}",
@@ -657,6 +702,9 @@ def print_interleaved(rows: list[dict], repeats: int) -> None:
     header = ["impl", "configuration", "median ms", "min ms", "ratio",
               "XLA temp MB", "compile s"]  # fmt: skip
     print(format_table(header, table))
+    ratio = sanitised_ratio(rows)
+    if ratio is not None:
+        print(f"sanitised / plain solves (default configuration, median): {ratio:.3f}")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ section (k-1)//2 at its 1 end), each 100 µm long, 1 µm in diameter, 2
 compartments, `hh` everywhere, a step current and a recording at the root;
 100 ms at dt = 0.025 ms (nothing is simulated). For each size, the best of
 `--repeats` runs of `stable_ode.load_spec` on the parsed file (reading the file
-into objects, then `stable_ode.build`), and of the reading alone
-(`stable_ode._spec.validate`); the last columns divide by the number of
+into objects, then `stable_ode.build`), of the reading alone
+(`stable_ode._spec.validate`), and of the same cell through the Python API
+(`Section`s, `Cell`, `build`); the per-section columns divide by the number of
 sections: flat columns mean linear loading.
 """
 
@@ -50,6 +51,21 @@ def chain_model(n_sections: int) -> dict:
     }
 
 
+def api_model(n_sections: int):
+    """The model of `chain_model` built through the Python API."""
+    import stable_ode as so
+
+    sections = [so.Section("s0", 100.0, 1.0, 2)] + [
+        so.Section(f"s{k}", 100.0, 1.0, 2, parent=f"s{(k - 1) // 2}")
+        for k in range(1, n_sections)
+    ]
+    cell = so.Cell("c", sections, [so.Insert(so.HH())])
+    site = so.Site("c", "s0")
+    return so.build(
+        [cell], [so.StepCurrent(site, 0.1, 1.0, 50.0)], [so.Recording("root", site)]
+    )
+
+
 def _best(fn, repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
@@ -74,14 +90,17 @@ def run(sizes=(1000, 4000), repeats: int = 3) -> list[dict]:
         model = so.load_spec(raw).model  # warm up (imports, JAX's first arrays)
         seconds = _best(lambda raw=raw: so.load_spec(raw), repeats)
         read = _best(lambda raw=raw: validate(raw, "<dict>"), repeats)
+        api = _best(lambda n=n: api_model(n), repeats)
         rows.append(
             {
                 "sections": n,
                 "compartments": int(model.n_compartments),
                 "seconds": seconds,
                 "read_seconds": read,
+                "api_seconds": api,
                 "us_per_section": 1e6 * seconds / n,
                 "read_us_per_section": 1e6 * read / n,
+                "api_us_per_section": 1e6 * api / n,
             }
         )
     return rows
@@ -92,12 +111,16 @@ def main(argv=None) -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[1000, 4000])
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
-    print("sections  compartments  load+build s  read s  µs/section  read µs/section")
+    print(
+        "sections  compartments  load+build s  read s  API s  µs/section  "
+        "read µs/section  API µs/section"
+    )
     for r in run(args.sizes, args.repeats):
         print(
             f"{r['sections']:>8}  {r['compartments']:>12}  {r['seconds']:>11.3f}  "
-            f"{r['read_seconds']:>6.3f}  {r['us_per_section']:>10.1f}  "
-            f"{r['read_us_per_section']:>15.1f}"
+            f"{r['read_seconds']:>6.3f}  {r['api_seconds']:>5.2f}  "
+            f"{r['us_per_section']:>10.1f}  {r['read_us_per_section']:>15.1f}  "
+            f"{r['api_us_per_section']:>14.1f}"
         )
 
 

@@ -2,19 +2,19 @@
 reduced separator forest, as static index arrays (`tree_plan`)."""
 
 import equinox as eqx
-import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Int
 
+from .._misc import device_array
 from .schedule import hines_schedule
 
 
-def _paths(neighbours: list[list[int]], separator: np.ndarray) -> list[list[int]]:
+def _paths(neighbours: list[list[int]], separator: list[bool]) -> list[list[int]]:
     """The connected parts of a forest without its `separator` nodes, each an
     unbranched path (all its nodes have degree ≤ 2), listed end to end."""
-    seen = separator.copy()
+    seen = list(separator)
     paths = []
-    for start in range(separator.shape[0]):
+    for start in range(len(separator)):
         if seen[start]:
             continue
         prev, end = -1, start  # walk to one end of the path
@@ -102,11 +102,12 @@ def tree_plan(
     full = hines_schedule(parent)  # rejects cycles with a clear error
     order = full.ravel()[full.ravel() < n]  # children before parents
     is_root = parent == np.arange(n)
+    parent_ = parent.tolist()
     neighbours: list[list[int]] = [[] for _ in range(n)]
-    for u in np.flatnonzero(~is_root):
-        neighbours[u].append(int(parent[u]))
-        neighbours[parent[u]].append(int(u))
-    separator = np.array([len(x) >= 3 for x in neighbours], dtype=bool)
+    for u in np.flatnonzero(~is_root).tolist():
+        neighbours[u].append(parent_[u])
+        neighbours[parent_[u]].append(u)
+    separator = [len(x) >= 3 for x in neighbours]
     paths = _paths(neighbours, separator)
     if max_chain is None:
         lengths = np.array([len(q) for q in paths] or [1])
@@ -123,28 +124,36 @@ def tree_plan(
             separator[q[j]] = cut = True
     if cut:
         paths = _paths(neighbours, separator)
-    seps = np.flatnonzero(separator)
+    is_sep = np.asarray(separator, bool).reshape(n)
+    seps = np.flatnonzero(is_sep)
     m, n_chains = seps.shape[0], len(paths)
     length = max([len(q) for q in paths], default=1)
     reduced = np.full(n, m)
     reduced[seps] = np.arange(m)
 
     def edge(u, w):  # `off_diagonal` index of the edge u–w
-        return u if parent[u] == w and u != w else w
+        return u if parent_[u] == w and u != w else w
 
+    # The chains, flattened: chain `c` is `flat[start[c]:start[c] + size[c]]`.
+    size = np.array([len(q) for q in paths], np.int64)
+    flat = np.array([u for q in paths for u in q], np.int64)
+    chain = np.repeat(np.arange(n_chains), size)
+    start = np.cumsum(size) - size
+    at = np.arange(flat.shape[0]) - start[chain]  # position in its chain
     node = np.full((n_chains, length), n)
+    node[chain, at] = flat
+    gather = np.empty(n, np.int64)
+    gather[flat] = chain * length + at
+    last_pos = size - 1
     sub = np.full((n_chains, length), n)
+    inner = at < last_pos[chain]  # an edge to the next position
+    a, b = flat[inner], flat[np.flatnonzero(inner) + 1]
+    sub[chain[inner], at[inner]] = np.where((parent[a] == b) & (a != b), a, b)
     first_sep = np.full(n_chains, m)
     last_sep = np.full(n_chains, m)
     first_edge = np.full(n_chains, n)
     last_edge = np.full(n_chains, n)
-    last_pos = np.zeros(n_chains, np.int64)
-    gather = np.empty(n, np.int64)
     for c, q in enumerate(paths):
-        node[c, : len(q)] = q
-        gather[q] = c * length + np.arange(len(q))
-        last_pos[c] = len(q) - 1
-        sub[c, : len(q) - 1] = [edge(a, b) for a, b in zip(q[:-1], q[1:])]
         s0 = [w for w in neighbours[q[0]] if separator[w]]
         s1 = [w for w in neighbours[q[-1]] if separator[w]]
         if len(q) == 1:  # both ends are the same node: split its separators
@@ -155,33 +164,38 @@ def tree_plan(
             last_sep[c], last_edge[c] = reduced[s1[0]], edge(q[-1], s1[0])
     gather[seps] = n_chains * length + np.arange(m)
     ends: list[list[int]] = [[] for _ in range(m + 1)]
+    first_, last_ = first_sep.tolist(), last_sep.tolist()
     for c in range(n_chains):
-        ends[first_sep[c]].append(c)
-        ends[last_sep[c]].append(n_chains + c)
+        ends[first_[c]].append(c)
+        ends[last_[c]].append(n_chains + c)
     k = max([len(e) for e in ends[:m]] + [1])
     end_index = np.full((m, k), 2 * n_chains)
-    for s_ in range(m):
-        end_index[s_, : len(ends[s_])] = ends[s_]
+    n_ends = np.array([len(e) for e in ends[:m]], np.int64)
+    end_index[np.repeat(np.arange(m), n_ends), np.arange(int(n_ends.sum()))
+              - np.repeat(np.cumsum(n_ends) - n_ends, n_ends)] = np.array(
+        [x for e in ends[:m] for x in e], np.int64
+    )  # fmt: skip
     # The reduced forest: links are chains joining two separators, and edges
     # between adjacent separators. Its link values live in
     # concat(chain_values (n_chains), off_diagonal (n), [0]).
     links = [
-        (first_sep[c], last_sep[c], c)
+        (first_[c], last_[c], c)
         for c in range(n_chains)
-        if first_sep[c] < m and last_sep[c] < m
+        if first_[c] < m and last_[c] < m
     ]
+    reduced_ = reduced.tolist()
     links += [
-        (reduced[u], reduced[parent[u]], n_chains + u)
-        for u in seps
-        if not is_root[u] and separator[parent[u]]
+        (reduced_[u], reduced_[parent_[u]], n_chains + u)
+        for u in seps.tolist()
+        if parent_[u] != u and separator[parent_[u]]
     ]
     adjacent: list[list[tuple[int, int]]] = [[] for _ in range(m)]
-    for a, b, source in links:
-        adjacent[a].append((b, source))
-        adjacent[b].append((a, source))
-    reduced_parent = np.arange(m)
-    reduced_source = np.full(m, n_chains + n)
-    seen = np.zeros(m, bool)
+    for a_, b_, source in links:
+        adjacent[a_].append((b_, source))
+        adjacent[b_].append((a_, source))
+    reduced_parent_ = list(range(m))
+    reduced_source_ = [n_chains + n] * m
+    seen = [False] * m
     for root in range(m):
         if seen[root]:
             continue
@@ -191,10 +205,12 @@ def tree_plan(
             for w, source in adjacent[u]:
                 if not seen[w]:
                     seen[w] = True
-                    reduced_parent[w], reduced_source[w] = u, source
+                    reduced_parent_[w], reduced_source_[w] = u, source
                     queue.append(w)
+    reduced_parent = np.array(reduced_parent_, np.int64).reshape(m)
+    reduced_source = np.array(reduced_source_, np.int64).reshape(m)
     schedule = hines_schedule(reduced_parent)
-    as_int = lambda a: jnp.asarray(a, jnp.int32)  # noqa: E731
+    as_int = lambda a: device_array(a, np.int32)  # noqa: E731
     children = chunks = reduced_schedule = None
     if m * schedule.shape[0] <= unroll_limit:
         kk = 1
@@ -212,7 +228,7 @@ def tree_plan(
             for u in range(m):
                 children[i, u, : len(kids[u])] = kids[u]
             mask[i, chunk[chunk < m]] = True
-        children, chunks = as_int(children), jnp.asarray(mask)
+        children, chunks = as_int(children), device_array(mask)
     else:
         reduced_schedule = as_int(schedule)
     return TreePlan(

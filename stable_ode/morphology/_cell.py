@@ -17,14 +17,14 @@ import equinox as eqx
 
 from .._errors import concrete_number, InvalidArgument
 from ..mechanisms import AbstractMechanism
-from . import _geometry
+from . import _geometry, _geometry_checks
 from ._cell_checks import (
     _check_ions,
-    _first_cycle,
     _listing,
     _positive,
     _suggest,
     check_section_names,
+    first_cycle,
 )
 
 
@@ -84,25 +84,31 @@ class Section(eqx.Module):
         *,
         points: Sequence[Sequence[float]] | None = None,
     ):
-        self.name = name
-        self.n_compartments = n_compartments
-        self.parent = parent
-        self.parent_position = parent_position
-        owner = f"Section {name!r}"
+        # `object.__setattr__`: equinox's own checks each assignment for bound
+        # methods and transformed functions, a cost per section that a cell of
+        # many sections pays many times over; these are plain values.
+        put = functools.partial(object.__setattr__, self)
+        put("name", name)
+        put("n_compartments", n_compartments)
+        put("parent", parent)
+        put("parent_position", parent_position)
         if points is None:
             missing = "is required (or give 3-D points=...)"
             if length is None:
-                raise InvalidArgument(owner, "length", missing)
+                raise InvalidArgument(f"Section {name!r}", "length", missing)
             if diameter is None:
-                raise InvalidArgument(owner, "diameter", missing)
-            self.length, self.diameter, self.points = length, diameter, None
+                raise InvalidArgument(f"Section {name!r}", "diameter", missing)
+            put("length", length)
+            put("diameter", diameter)
+            put("points", None)
             return
+        owner = f"Section {name!r}"
         try:
-            pts = _geometry.as_points(points)
+            pts = _geometry_checks.as_points(points)
         except ValueError as e:
             argument, problem = str(e).split(": ", 1)
             raise InvalidArgument(owner, argument, problem) from None
-        problem = _geometry.points_problem(pts, parent is not None)
+        problem = _geometry_checks.points_problem(pts, parent is not None)
         if problem is not None:
             raise InvalidArgument(owner, *problem)
         self.points = pts
@@ -117,68 +123,45 @@ class Section(eqx.Module):
             )
 
     def __check_init__(self):
-        owner = f"Section {self.name!r}"
-        _positive(owner, "length", self.length)
-        _positive(owner, "diameter", self.diameter)
-        n = self.n_compartments
+        # On the plain values (`vars`): each attribute read through equinox's
+        # `Module.__getattribute__` costs more than the check itself.
+        f = vars(self)
+        length, diameter, n = f["length"], f["diameter"], f["n_compartments"]
+        x, points = f["parent_position"], f["points"]
+        if (
+            type(length) is float
+            and type(diameter) is float
+            and type(x) in (float, int)
+            and type(n) is int
+            and points is None
+            and 0 < length < math.inf
+            and 0 < diameter < math.inf
+            and n >= 1
+            and 0.0 <= x <= 1.0
+            and _geometry_checks.cylinder_problem(length, diameter, n) is None
+        ):
+            return  # the common case, every check passed
+        owner = f"Section {f['name']!r}"
+        _positive(owner, "length", length)
+        _positive(owner, "diameter", diameter)
         if isinstance(n, bool) or int(n) != n or n < 1:
             raise InvalidArgument(
                 owner, "n_compartments", f"must be a positive integer, got {n!r}"
             )
-        x = self.parent_position
         if concrete_number(x) and not (0.0 <= x <= 1.0):
             raise InvalidArgument(
                 owner, "parent_position", f"must be in [0, 1], got {x!r}"
             )
-        if self.points is not None:
-            problem = _geometry.geometry_problem(self.points, int(n))
+        if points is not None:
+            problem = _geometry_checks.geometry_problem(points, int(n))
             if problem is not None:
                 raise InvalidArgument(owner, "points", problem)
-        elif concrete_number(self.length) and concrete_number(self.diameter):
-            problem = _geometry_problem(
-                float(self.length), float(self.diameter), int(n)
+        elif concrete_number(length) and concrete_number(diameter):
+            problem = _geometry_checks.cylinder_problem(
+                float(length), float(diameter), int(n)
             )
             if problem is not None:
                 raise InvalidArgument(owner, problem[0], problem[1])
-
-
-def axial_resistance_per_ra(length: float, diameter: float, n: int) -> float:
-    """Resistance of half a compartment per unit `Ra`: `(L/2n) / (π·(d/2)²)`, in
-    Ω per Ω·cm (µm converted to cm)."""
-    return (length / (2 * n)) * 1e-4 / (math.pi * (diameter / 2) ** 2 * 1e-8)
-
-
-def _geometry_problem(length: float, diameter: float, n: int):
-    """`(argument, problem)` if the compartments' area or axial resistance is not a
-    finite, normal, non-zero float64; else `None`."""
-    tiny, huge = sys.float_info.min, sys.float_info.max
-    try:
-        area = math.pi * diameter * (length / n) * 1e-8
-        cross = math.pi * (diameter / 2) ** 2 * 1e-8
-        r = (length / (2 * n)) * 1e-4 / cross if cross > 0 else math.inf
-    except OverflowError:
-        area = cross = r = math.inf
-    if not (tiny <= area <= huge):
-        return "diameter", (
-            f"{diameter!r} µm with length {length!r} µm and {n} compartment(s) "
-            f"gives a compartment area of {area:g} cm², not a finite non-zero number"
-        )
-    if not (tiny <= r <= huge and 1 / r >= tiny):
-        return "diameter", (
-            f"{diameter!r} µm with length {length!r} µm and {n} compartment(s) "
-            f"gives an axial resistance of {r:g} Ω per Ω·cm, not a finite non-zero "
-            f"number"
-        )
-    return None
-
-
-def _resistances_per_ra(s: Section) -> list[float]:
-    """The extreme half-compartment axial resistances of `s` per unit `Ra`, Ω per
-    Ω·cm (the one value of a cylinder)."""
-    if s.points is not None:
-        return _geometry.resistance_range_per_ra(s.points, int(s.n_compartments))
-    n = int(s.n_compartments)
-    return [axial_resistance_per_ra(float(s.length), float(s.diameter), n)]
 
 
 class Insert(eqx.Module):
@@ -332,28 +315,35 @@ class Cell(eqx.Module):
         )
 
     def __check_init__(self):
-        owner = f"Cell {self.name!r}"
-        if not self.sections:
+        # On plain values (`vars`): reading a field through equinox's
+        # `Module.__getattribute__` costs more than checking it, and the checks
+        # read several fields of every section.
+        cell = vars(self)
+        owner = f"Cell {cell['name']!r}"
+        sections = cell["sections"]
+        if not sections:
             raise InvalidArgument(
                 owner, "sections", "a cell needs at least one section"
             )
-        positions = self._positions
-        names = [s.name for s in self.sections]
+        positions = cell["_positions"]
+        fields = [vars(s) for s in sections]
+        names = [f["name"] for f in fields]
+        parents = [f["parent"] for f in fields]
         if len(positions) != len(names):
             for i, n in enumerate(names):
                 if positions[n] != i:
                     raise InvalidArgument(
                         owner, f"sections[{i}].name", f"duplicate section name {n!r}"
                     )
-        for i, s in enumerate(self.sections):
-            if s.parent is not None and s.parent not in positions:
+        for i, p in enumerate(parents):
+            if p is not None and p not in positions:
                 raise InvalidArgument(
                     owner,
                     f"sections[{i}].parent",
-                    f"parent {s.parent!r} is not a section of this cell "
-                    f"(sections: {_listing(names)}){_suggest(s.parent, names)}",
+                    f"parent {p!r} is not a section of this cell "
+                    f"(sections: {_listing(names)}){_suggest(p, names)}",
                 )
-        cycle = _first_cycle(self.sections, positions)
+        cycle = first_cycle(parents, names, positions)
         if cycle is not None:
             i, chain = cycle
             raise InvalidArgument(
@@ -361,7 +351,7 @@ class Cell(eqx.Module):
                 f"sections[{i}].parent",
                 f"sections form a cycle: {' -> '.join(chain)}",
             )
-        roots = [s.name for s in self.sections if s.parent is None]
+        roots = [n for n, p in zip(names, parents) if p is None]
         if len(roots) != 1:
             raise InvalidArgument(
                 owner,
@@ -369,27 +359,28 @@ class Cell(eqx.Module):
                 f"a cell needs exactly one root section (one without 'parent'), "
                 f"found {len(roots)}: {_listing(roots)}",
             )
-        pinched = _geometry.pinched_attachment(self)
+        pinched = _geometry_checks.pinched_attachment(fields, positions)
         if pinched is not None:
             raise InvalidArgument(owner, f"sections[{pinched[0]}].parent", pinched[1])
-        for m, ins in enumerate(self.mechanisms):
+        for m, ins in enumerate(cell["mechanisms"]):
             check_section_names(
                 owner, f"mechanisms[{m}]", ins.sections, positions, names
             )
-        _check_ions(owner, self.ions, positions, names)
-        _positive(owner, "axial_resistivity", self.axial_resistivity)
-        _positive(owner, "capacitance", self.capacitance)
-        ra = self.axial_resistivity
+        _check_ions(owner, cell["ions"], positions, names)
+        _positive(owner, "axial_resistivity", cell["axial_resistivity"])
+        _positive(owner, "capacitance", cell["capacitance"])
+        ra = cell["axial_resistivity"]
         if concrete_number(ra):
-            for s in self.sections:
-                if concrete_number(s.length) and concrete_number(s.diameter):
-                    for r in (ra * r1 for r1 in _resistances_per_ra(s)):
-                        if sys.float_info.min <= r <= sys.float_info.max:
+            tiny, huge = sys.float_info.min, sys.float_info.max
+            for f in fields:
+                if concrete_number(f["length"]) and concrete_number(f["diameter"]):
+                    for r in (ra * r1 for r1 in _geometry_checks.resistances_per_ra(f)):
+                        if tiny <= r <= huge:
                             continue
                         raise InvalidArgument(
                             owner,
                             "axial_resistivity",
-                            f"{ra!r} Ω·cm gives section {s.name!r} an axial "
+                            f"{ra!r} Ω·cm gives section {f['name']!r} an axial "
                             f"resistance of {r:g} Ω, not a finite non-zero number",
                         )
 

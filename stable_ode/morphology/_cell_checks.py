@@ -44,14 +44,21 @@ def _check_ions(owner, ions, positions, names):
 def _first_cycle(sections, positions) -> tuple[int, list[str]] | None:
     """The first section (in order) on a cycle of parents and the cycle from it
     (`a -> b -> a`), or `None`; linear in the number of sections."""
-    state = [0] * len(sections)  # 0 unseen, 1 on the current walk, 2 done
-    on_cycle = [False] * len(sections)
-    for start in range(len(sections)):
+    return first_cycle(
+        [s.parent for s in sections], [s.name for s in sections], positions
+    )
+
+
+def first_cycle(parents, names, positions) -> tuple[int, list[str]] | None:
+    """`_first_cycle` on the sections' `parents` and `names` (plain lists)."""
+    state = [0] * len(parents)  # 0 unseen, 1 on the current walk, 2 done
+    on_cycle = [False] * len(parents)
+    for start in range(len(parents)):
         walk, i = [], start
         while i is not None and state[i] == 0:
             state[i] = 1
             walk.append(i)
-            p = sections[i].parent
+            p = parents[i]
             i = None if p is None else positions[p]
         if i is not None and state[i] == 1:  # closed a new cycle at i
             for j in walk[walk.index(i) :]:
@@ -61,11 +68,11 @@ def _first_cycle(sections, positions) -> tuple[int, list[str]] | None:
     if not any(on_cycle):
         return None
     first = on_cycle.index(True)
-    chain, i = [sections[first].name], positions[sections[first].parent]
+    chain, i = [names[first]], positions[parents[first]]
     while i != first:
-        chain.append(sections[i].name)
-        i = positions[sections[i].parent]
-    chain.append(sections[first].name)
+        chain.append(names[i])
+        i = positions[parents[i]]
+    chain.append(names[first])
     return first, chain
 
 

@@ -3,9 +3,11 @@
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
+from .._misc import gc_paused
 from ._cell import Cell, Section
 from ._geometry import (
     compartment_areas,
@@ -54,6 +56,11 @@ def compartment_of(sec: Section, position: float) -> int:
 
 
 def discretise(cells: list[Cell]):
+    with gc_paused():
+        return _discretise(cells)
+
+
+def _discretise(cells: list[Cell]):
     """Compartments of `cells` and their axial graph.
 
     **Returns:** `(infos, area, capacitance, offsets, edges, junctions)`; `offsets[cell]
@@ -72,10 +79,15 @@ def discretise(cells: list[Cell]):
     capacitance: list[float] = []
     offsets: dict[str, dict[str, int]] = {}
     values = {cell.name: section_values(cell) for cell in cells}
+    # Plain copies of the sections' fields: reading a field of an equinox module
+    # costs more than the arithmetic done with it, several times per section.
+    plain = {
+        cell.name: [SimpleNamespace(**vars(s)) for s in cell.sections] for cell in cells
+    }
     for cell in cells:
         offsets[cell.name] = {}
         cm = values[cell.name][0]
-        for sec in cell.sections:
+        for sec in plain[cell.name]:
             offsets[cell.name][sec.name] = len(infos)
             areas = compartment_areas(sec).tolist()
             for k in range(sec.n_compartments):
@@ -92,20 +104,21 @@ def discretise(cells: list[Cell]):
         node_members: dict[tuple[str, float], list[tuple[int, float]]] = defaultdict(
             list
         )
-        for sec in cell.sections:
+        by_name = {sec.name: sec for sec in plain[cell.name]}
+        for sec in plain[cell.name]:
             inner, g_first, _ = section_conductances(sec, ra[sec.name])
             start = off[sec.name]
             for k in range(sec.n_compartments - 1):
                 edges.append((start + k, start + k + 1, inner[k]))
             if sec.parent is None:
                 continue
-            parent = cell.section(sec.parent)
+            parent = by_name[sec.parent]
             x = sec.parent_position
             # As in NEURON, the 0 end of a section that has a parent is not a node
             # of its own: it is the node the section hangs from. Attaching at it
             # attaches there (recursively).
             while x == 0.0 and parent.parent is not None:
-                parent, x = cell.section(parent.parent), parent.parent_position
+                parent, x = by_name[parent.parent], parent.parent_position
             child_first = (start, g_first)
             if 0.0 < x < 1.0:
                 # Straight to the parent's compartment containing x, through the

@@ -31,8 +31,6 @@ half of the last one to the section's 1-end node (NEURON's zero-area node at
 
 import functools
 import math
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -75,49 +73,6 @@ class PointsGeometry:
     diam: np.ndarray
     r_left: np.ndarray
     r_right: np.ndarray
-
-
-class Points(tuple):
-    """A section's 3-D points: a tuple of `(x, y, z, diam)` tuples of floats, µm.
-
-    Not a namedtuple, so JAX and equinox see it as one leaf (a static field of
-    `Section` that their tree walks do not enter), and its hash is computed once
-    (it keys the geometry caches).
-    """
-
-    def __hash__(self):
-        h = self.__dict__.get("hash")
-        if h is None:
-            h = self.__dict__["hash"] = tuple.__hash__(self)
-        return h
-
-
-def as_points(points) -> Points:
-    """`points` as `Points`: a tuple of `(x, y, z, diam)` tuples of Python floats.
-
-    **Raises:** `ValueError` with the index of the first entry that is not four
-    real numbers.
-    """
-    try:
-        rows = list(points)
-    except TypeError:
-        raise ValueError(
-            f"points: must be a sequence of (x, y, z, diam), got {points!r}"
-        ) from None
-    out = []
-    for i, p in enumerate(rows):
-        try:
-            row = tuple(float(c) for c in p)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"points[{i}]: must be four numbers (x, y, z, diam), got {p!r}"
-            ) from None
-        if len(row) != 4:
-            raise ValueError(
-                f"points[{i}]: must be four numbers (x, y, z, diam), got {len(row)}"
-            )
-        out.append(row)
-    return Points(out)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -217,102 +172,11 @@ def length_and_diameter(points) -> tuple[float, float]:
     return length, integral / length
 
 
-def points_problem(points: Sequence, has_parent: bool):
-    """`(argument, problem)` for the first thing wrong with a section's 3-D
-    points, else `None`: fewer than two, a non-finite or negative value, a zero
-    diameter inside the section (it would cut the axial path: infinite
-    resistance), a zero first diameter on a section with a parent (it would cut
-    it from its parent), every diameter zero, or points that all coincide (zero
-    length)."""
-    if len(points) < 2:
-        return "points", f"needs at least 2 points (x, y, z, diam), got {len(points)}"
-    last = len(points) - 1
-    values = np.asarray(points, np.float64)
-    with np.errstate(over="ignore"):  # beyond single precision: checked below
-        single = values.astype(np.float32)  # as NEURON stores them
-    bad = ~np.isfinite(single).all(axis=1) | (values[:, 3] <= 0)
-    bad |= (single[:, 3] == 0) != (values[:, 3] == 0)
-    if not bad.any():  # the common case, without a loop over the points
-        return _length_problem(points)
-    for i, (x, y, z, d) in enumerate(points):
-        if not all(math.isfinite(c) for c in (x, y, z, d)):
-            return f"points[{i}]", f"must be finite, got {(x, y, z, d)!r}"
-        if d < 0:
-            return f"points[{i}]", f"diameter must be >= 0 µm, got {d!r}"
-        if not np.isfinite(single[i]).all() or (single[i, 3] == 0) != (d == 0):
-            return f"points[{i}]", (
-                f"{(x, y, z, d)!r} is not representable in single precision, in "
-                "which NEURON stores 3-D points and the geometry is computed "
-                "(|value| <= 3.4e38 µm, a diameter > 0 at least 1.4e-45 µm)"
-            )
-        if d == 0 and (0 < i < last or (i == 0 and has_parent)):
-            where = (
-                "at the 0 end of a section with a parent (it would cut the section "
-                "from its parent: an infinite axial resistance)"
-                if i == 0
-                else "inside the section (it would cut its axial path: an infinite "
-                "axial resistance)"
-            )
-            return (
-                f"points[{i}]",
-                f"diameter 0 {where}; only an end point may have zero diameter",
-            )
-    return _length_problem(points)
-
-
-def _length_problem(points):
-    if all(p[3] == 0 for p in points):
-        return "points", "every diameter is 0: the section has no membrane"
-    arc, _ = _arc_and_diameters(points)
-    if not arc[-1] > 0:
-        return "points", "all points coincide: the section has zero length"
-    return None
-
-
-def geometry_problem(points: tuple, n: int) -> str | None:
-    """What is wrong if a compartment's area (cm²) or a half's axial resistance
-    per unit `Ra` is not a finite, normal, non-zero float64; else `None`."""
-    tiny, huge = sys.float_info.min, sys.float_info.max
-    for k, a in enumerate(points_geometry(points, n).area * 1e-8):
-        if not (tiny <= a <= huge):
-            return (
-                f"compartment {k} of {n} has an area of {a:g} cm², not a finite "
-                "non-zero number"
-            )
-    for r in connecting_halves(points, n) * R_SCALE:
-        if not (tiny <= r <= huge and 1 / r >= tiny):
-            return (
-                f"a half compartment has an axial resistance of {r:g} Ω per Ω·cm "
-                f"(with {n} compartments), not a finite non-zero number"
-            )
-    return None
-
-
 def resistance_range_per_ra(points: tuple, n: int) -> list[float]:
     """The smallest and largest half-compartment axial resistance per unit `Ra`
     (Ω per Ω·cm) through which current can flow."""
     r = connecting_halves(points, n) * R_SCALE
     return [float(r.min()), float(r.max())]
-
-
-def pinched_attachment(cell):
-    """`(i, problem)` for the first section of `cell` attached at an end of zero
-    diameter (NEURON would join it through its ~1e15 MΩ guard); else `None`."""
-    for i, s in enumerate(cell.sections):
-        if s.parent is None:
-            continue
-        p, x = cell.section(s.parent), s.parent_position
-        for _ in cell.sections:  # a 0 end is the node its section hangs from
-            if x != 0.0 or p.parent is None:
-                break
-            p, x = cell.section(p.parent), p.parent_position
-        if p.points is not None and x in (0.0, 1.0):
-            if p.points[0 if x == 0.0 else -1][3] == 0.0:
-                return i, (
-                    f"attaches to the {int(x)} end of {p.name!r}, whose diameter "
-                    "there is 0 (an infinite axial resistance)"
-                )
-    return None
 
 
 def n_compartments_d_lambda(

@@ -14,6 +14,7 @@ from .._linear import (
     TreePlan,
     TreeSolver,
 )
+from .._misc import device_array, gc_paused
 from ._coupling import AbstractCoupling
 
 
@@ -123,43 +124,55 @@ def tree_coupling(
     **Returns:** a `TreeCoupling`, rooted at the centre of each connected component
     (which minimises the depth, hence the number of sequential elimination steps).
     """
+    with gc_paused():
+        return _tree_coupling(n_compartments, edges, junctions, dtype)
+
+
+def _tree_coupling(
+    n_compartments: int,
+    edges: list[tuple[int, int, float]],
+    junctions: list[list[tuple[int, float]]],
+    dtype,
+) -> TreeCoupling:
     n = n_compartments + len(junctions)
-    all_edges = list(edges)
-    for k, members in enumerate(junctions):
-        all_edges.extend((n_compartments + k, i, gi) for i, gi in members)
-    parent_aug, parent_edge, order, n_components = centred_forest(
-        n, [(i, j) for i, j, _ in all_edges]
+    members = [m for ms in junctions for m in ms]
+    sizes = [len(ms) for ms in junctions]
+    e = np.asarray(edges, np.float64).reshape(-1, 3)
+    m = np.asarray(members, np.float64).reshape(-1, 2)
+    junction = n_compartments + np.repeat(np.arange(len(junctions)), sizes)
+    ij = np.concatenate(
+        [e[:, :2].astype(np.int64), np.stack([junction, m[:, 0].astype(np.int64)], 1)]
     )
-    if len(all_edges) != n - n_components:
+    conductance = np.concatenate([e[:, 2], m[:, 1]])
+    parent_aug, parent_edge, order, n_components = centred_forest(n, ij)
+    if ij.shape[0] != n - n_components:
         raise ValueError(
             "the compartments' axial graph is not a forest: "
-            f"{len(all_edges)} connections among {n} nodes in {n_components} "
+            f"{ij.shape[0]} connections among {n} nodes in {n_components} "
             "connected parts"
         )
-    g_aug = np.array(
-        [0.0 if k < 0 else all_edges[k][2] for k in parent_edge], np.float64
-    )
+    g_aug = np.where(parent_edge < 0, 0.0, conductance[np.maximum(parent_edge, 0)])
     # Operator ordering: Hines' (breadth-first by depth, parents first).
     row = np.empty(n, np.int64)
     row[order] = np.arange(n)
     parent = row[parent_aug[order]]
     g = g_aug[order]
     schedule = hines_schedule(parent)
-    # The children of each row, as rows, padded with `n`.
-    children: list[list[int]] = [[] for _ in range(n)]
-    for k in range(n):
-        if parent[k] != k:
-            children[parent[k]].append(k)
-    table = np.full((n, max([len(c) for c in children] + [1])), n)
-    for k, kids in enumerate(children):
-        table[k, : len(kids)] = kids
+    # The children of each row, as rows, in increasing order, padded with `n`.
+    child = np.flatnonzero(parent != np.arange(n))
+    n_kids = np.bincount(parent[child], minlength=n)
+    first = np.concatenate([[0], np.cumsum(n_kids)[:-1]])
+    child = child[np.argsort(parent[child], kind="stable")]
+    table = np.full((n, max(int(n_kids.max(initial=0)), 1)), n)
+    table[parent[child], np.arange(child.shape[0]) - first[parent[child]]] = child
+    i32 = lambda a: device_array(a, np.int32)  # noqa: E731
     return TreeCoupling(
-        g=jnp.asarray(g, dtype),
-        parent=jnp.asarray(parent, jnp.int32),
-        schedule=jnp.asarray(schedule, jnp.int32),
+        g=device_array(g, dtype),
+        parent=i32(parent),
+        schedule=i32(schedule),
         plan=tree_plan(parent),
-        rows=jnp.asarray(row[:n_compartments], jnp.int32),
-        is_junction=jnp.asarray(order >= n_compartments),
-        children=jnp.asarray(table, jnp.int32),
-        compartment=jnp.asarray(np.minimum(order, n_compartments), jnp.int32),
+        rows=i32(row[:n_compartments]),
+        is_junction=device_array(order >= n_compartments),
+        children=i32(table),
+        compartment=i32(np.minimum(order, n_compartments)),
     )
