@@ -179,3 +179,16 @@ def test_model_file_point_process(tmp_path):
     assert np.max(out["gs"]) > 0.005
     np.testing.assert_allclose(out["va"], out["vb"], rtol=0, atol=1e-12)
     np.testing.assert_allclose(out["gs"], out["gt"], rtol=0, atol=1e-15)
+
+
+def test_cell_voltage_source_into_an_imported_point_process_is_an_error(mechs):
+    # Not wired yet: one clear error at build, not silently dropped arrivals.
+    site = so.Site("c", "soma", 0.5)
+    syn = mechs["ExpSyn"](site, tau=2.0, e=0.0, name="syn")
+    cell = so.Cell("c", [so.Section("soma", 20.0, 20.0)], [so.Insert(so.HH())])
+    with pytest.raises(ValueError, match=r"netcons\[0\]\.source.*imported"):
+        so.build(
+            [cell],
+            point_processes=[syn],
+            netcons=[so.NetCon(site, syn, delay=1.0, weight=0.01)],
+        )
