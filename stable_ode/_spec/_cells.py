@@ -324,6 +324,14 @@ class CellReader:
             self.mechanism(m, f"{mw}[{i}]")
             for i, m in enumerate(r.seq(raw.get("mechanisms", []), mw))
         ]
+        # what a file-read cell takes besides its file options
+        common = dict(
+            mechanisms=inserts,
+            axial_resistivity=ra,
+            capacitance=cm,
+            ions=ions,
+            properties=properties,
+        )
         if "morphology" in raw:
             options = self.swc_options(
                 raw.get("swc_options", {}), key(where, "swc_options"), soma=False
@@ -333,14 +341,7 @@ class CellReader:
                 key(where, "morphology"),
                 where,
                 name,
-                dict(
-                    mechanisms=inserts,
-                    axial_resistivity=ra,
-                    capacitance=cm,
-                    ions=ions,
-                    properties=properties,
-                    **options,
-                ),
+                dict(common, **options),
             )
             source = SwcSource(str(path), tuple(options.items()), "load_morphology")
         elif "swc" in raw:
@@ -352,14 +353,7 @@ class CellReader:
                 key(where, "swc"),
                 where,
                 name,
-                dict(
-                    mechanisms=inserts,
-                    axial_resistivity=ra,
-                    capacitance=cm,
-                    ions=ions,
-                    properties=properties,
-                    **options,
-                ),
+                dict(common, **options),
             )
             source = SwcSource(str(path), tuple(options.items()))
         else:

@@ -1,7 +1,5 @@
 """`load_spec`: a model file (JSON or TOML) → a `MembraneModel` and its run settings."""
 
-import contextlib
-import gc
 import json
 import tomllib
 from collections.abc import Mapping
@@ -15,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._build import build
+from .._misc import gc_paused
 from .._model import MembraneModel
 from .._network import Connections
 from .._simulate import simulate, Simulation, steps_from
@@ -180,19 +179,6 @@ def build_spec(spec: ModelSpec) -> MembraneModel:
         raise SpecError(spec.file, "cells", one_line(e)) from e
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector: reading a large file allocates many small
-    objects and no cycles, and collections triggered by them are wasted work."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def load_spec(
     source: str | Path | Mapping[str, Any],
     *,
@@ -241,7 +227,7 @@ def load_spec(
 
 
 def _load(source, file: str, enable_x64: bool) -> LoadedModel:
-    with _gc_paused():
+    with gc_paused():
         raw = (
             dict(source) if isinstance(source, Mapping) else _parse(Path(source), file)
         )
@@ -256,7 +242,7 @@ def _load(source, file: str, enable_x64: bool) -> LoadedModel:
                 "jax.config.update('jax_enable_x64', True) first, or use float32",
             )
         jax.config.update("jax_enable_x64", True)
-    with _gc_paused():
+    with gc_paused():
         model = build_spec(spec)
     return LoadedModel(
         model=model,

@@ -36,6 +36,16 @@ def _type_name(t: int) -> str:
     return _TYPE_NAMES.get(t, f"type{t}")
 
 
+def run_from(first: _Point, children: dict) -> list[_Point]:
+    """The run of points from `first` (an SWC point) down its tree while each
+    point has exactly one child of `first`'s type: the points of one section
+    (`children`: point id → child points)."""
+    run = [first]
+    while len(children[run[-1].id]) == 1 and children[run[-1].id][0].type == first.type:
+        run.append(children[run[-1].id][0])
+    return run
+
+
 def _parse(path) -> list[_Point]:
     points: list[_Point] = []
     seen: dict[int, int] = {}
@@ -268,15 +278,6 @@ def load_swc(
         sections.append(Section("soma", soma_l, soma_d, 1))
 
     # Runs: start at each child of a run end whose run must begin there.
-    def run_from(first: _Point) -> list[_Point]:
-        run = [first]
-        while (
-            len(children[run[-1].id]) == 1
-            and children[run[-1].id][0].type == first.type
-        ):
-            run.append(children[run[-1].id][0])
-        return run
-
     if single:
         starts = [c for p in soma_points for c in children[p.id] if c.type != 1]
         queue = deque((c, "soma", 0.5, True) for c in starts)
@@ -289,7 +290,7 @@ def load_swc(
     root_section = None
     while queue:
         first, parent, position, from_soma = queue.popleft()
-        run = run_from(first)
+        run = run_from(first, children)
         prev = by_id[first.parent]
         pts = [prev.xyz] + [p.xyz for p in run]
         radii = [first.radius] + [p.radius for p in run]

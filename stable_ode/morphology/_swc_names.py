@@ -10,7 +10,7 @@ import os
 from collections import deque
 
 from ._import3d import MorphologySection, read_morphology
-from ._swc import _parse, _type_name
+from ._swc import _parse, _type_name, run_from
 
 
 def load_swc_names(path, soma: str = "single") -> dict[int, str]:
@@ -36,15 +36,6 @@ def load_swc_names(path, soma: str = "single") -> dict[int, str]:
         counts[base] = k + 1
         return f"{base}_{k}"
 
-    def run_from(first):
-        run = [first]
-        while (
-            len(children[run[-1].id]) == 1
-            and children[run[-1].id][0].type == first.type
-        ):
-            run.append(children[run[-1].id][0])
-        return run
-
     if single:
         names[-1] = "soma"
         queue = deque(c for p in soma_points for c in children[p.id] if c.type != 1)
@@ -52,7 +43,7 @@ def load_swc_names(path, soma: str = "single") -> dict[int, str]:
         queue = deque(sorted(children[root.id], key=lambda c: c.type != 1))
     while queue:
         first = queue.popleft()
-        run = run_from(first)
+        run = run_from(first, children)
         names[first.id] = new_name(first.type)
         queue.extend(children[run[-1].id])
     return names
