@@ -159,6 +159,8 @@ def test_unconvertible_parts_are_named(neuron_mechanisms, tmp_path):
     dend.insert("HHk")  # compiled, but its .mod file is not given
     spikes = h.NetCon(soma(0.5)._ref_v, None, sec=soma)
     junction = h.IClamp(soma(1))  # at the node joining soma and dend
+    # the run settings are NEURON globals that other tests in this process set
+    h.dt, h.tstop = 0.025, 5.0
     with pytest.raises(FromNeuronError) as info:
         from_neuron(nmodl=[pointer], sections=[soma])
     text = str(info.value)
