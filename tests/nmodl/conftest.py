@@ -18,22 +18,9 @@ MODFILE = neuron_share() / "modfile"
 DEMO = neuron_share() / "nrn" / "demo" / "release"
 OWN = pathlib.Path(__file__).parent / "mod"
 
-# Compiled together, once per session: NEURON's demo channels and our own files.
-COMPILED = [
-    DEMO / f
-    for f in (
-        "khhchan.mod",
-        "nachan.mod",
-        "cachan1.mod",
-        "camchan.mod",
-        "capump.mod",
-        "nacaex.mod",
-    )
-] + [OWN / f for f in ("hhns.mod", "traub.mod", "capool.mod")]
-
 
 @pytest.fixture(scope="session")
 def nrn_compiled(neuron_mechanisms):
-    """NEURON with `COMPILED` loaded: the suite's one compiled set
-    (`tests/conftest.py`), which holds them all."""
+    """NEURON with every test `.mod` file loaded: the suite's one compiled set
+    (`tests/conftest.py::neuron_mechanisms`)."""
     return neuron_mechanisms
