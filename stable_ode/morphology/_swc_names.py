@@ -10,7 +10,7 @@ import os
 from collections import deque
 
 from ._import3d import MorphologySection, read_morphology
-from ._swc import _parse, _type_name, run_from
+from ._swc_points import _parse, run_from, section_namer
 
 
 def load_swc_names(path, soma: str = "single") -> dict[int, str]:
@@ -27,14 +27,8 @@ def load_swc_names(path, soma: str = "single") -> dict[int, str]:
     root = roots[0]
     soma_points = [p for p in points if p.type == 1]
     single = soma == "single" or len(soma_points) == 1
-    counts: dict[str, int] = {}
     names: dict[int, str] = {}
-
-    def new_name(t):
-        base = _type_name(t)
-        k = counts.get(base, 0)
-        counts[base] = k + 1
-        return f"{base}_{k}"
+    new_name = section_namer()
 
     if single:
         names[-1] = "soma"
