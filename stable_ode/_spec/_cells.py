@@ -336,7 +336,8 @@ class CellReader:
             options = self.swc_options(
                 raw.get("swc_options", {}), key(where, "swc_options"), soma=False
             )
-            cell, path = self.morphology_cell(
+            cell, path = morphology_cell(
+                self,
                 raw["morphology"],
                 key(where, "morphology"),
                 where,
@@ -348,7 +349,8 @@ class CellReader:
             options = self.swc_options(
                 raw.get("swc_options", {}), key(where, "swc_options")
             )
-            cell, path = self.swc_cell(
+            cell, path = swc_cell(
+                self,
                 raw["swc"],
                 key(where, "swc"),
                 where,
@@ -387,12 +389,6 @@ class CellReader:
                         f"{got} values for {n} compartments (one per compartment "
                         f"of the entry's {len(names)} section(s), in order)",
                     )
-
-    def swc_cell(self, raw, where, cell_where, name, kwargs):
-        return swc_cell(self, raw, where, cell_where, name, kwargs)
-
-    def morphology_cell(self, raw, where, cell_where, name, kwargs):
-        return morphology_cell(self, raw, where, cell_where, name, kwargs)
 
     def check_dtype(self, cell: Cell, where: str):
         """Every compartment's area and axial conductances are normal numbers of
