@@ -130,24 +130,24 @@ def _common(values):
 
 def cell_properties(h, tree: CellTree, problems: list) -> dict:
     """`axial_resistivity`, `capacitance` (the most common values) and
-    `properties` entries (one per other value) of a tree's sections."""
-    del h
+    `properties` entries (one per other value; sections whose `seg.cm` varies
+    along them in one entry of `{"values": [...]}`, one per segment in order).
+    NEURON's `Ra` is one value per section."""
+    del h, problems
     ra, cm = {}, {}
     for sec in tree.sections:
         ra[sec] = float(sec.Ra)
-        cms = [float(seg.cm) for seg in sec]
-        if len(set(cms)) > 1:
-            problems.append(
-                f"section {sec.name()!r}: cm varies along the section "
-                f"({min(cms):g} to {max(cms):g} µF/cm²); only one cm per section is "
-                f"supported"
-            )
-        cm[sec] = cms[0]
-    ra0, cm0 = _common(ra.values()), _common(cm.values())
+        cm[sec] = [float(seg.cm) for seg in sec]
+    uniform = [c[0] for c in cm.values() if len(set(c)) == 1]
+    ra0 = _common(ra.values())
+    cm0 = _common(uniform) if uniform else next(iter(cm.values()))[0]
     groups: dict = {}
+    varying: list = []
     for sec in tree.sections:
+        if len(set(cm[sec])) > 1:
+            varying.append(sec)
         key = (
-            cm[sec] if cm[sec] != cm0 else None,
+            cm[sec][0] if len(set(cm[sec])) == 1 and cm[sec][0] != cm0 else None,
             ra[sec] if ra[sec] != ra0 else None,
         )
         if key != (None, None):
@@ -160,6 +160,13 @@ def cell_properties(h, tree: CellTree, problems: list) -> dict:
         if r is not None:
             p["axial_resistivity"] = r
         properties.append(p)
+    if varying:
+        properties.append(
+            {
+                "sections": [tree.names[s] for s in varying],
+                "capacitance": {"values": [c for s in varying for c in cm[s]]},
+            }
+        )
     out: dict = {"axial_resistivity": ra0, "capacitance": cm0}
     if properties:
         out["properties"] = properties

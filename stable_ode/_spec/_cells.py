@@ -259,6 +259,22 @@ class CellReader:
         items = self.r.seq(raw, where)
         return tuple(self.r.string(s, f"{where}[{i}]") for i, s in enumerate(items))
 
+    def property_value(self, raw, where: str):
+        """`capacitance` or `axial_resistivity` of a `properties` entry: a number
+        > 0 or `{"distance": expression}`; for `capacitance` also
+        `{"values": [...]}`, one per compartment of the entry's sections (NEURON's
+        `Ra` is one value per section, its `cm` one per segment)."""
+        if not isinstance(raw, dict):
+            return self.r.number(raw, where, gt=0)
+        if "values" in raw and where.endswith("axial_resistivity"):
+            self.r.fail(
+                key(where, "values"),
+                "NEURON's Ra is one value per section (sec.Ra; there is no "
+                "seg.Ra): give a number or {'distance': expression} (evaluated at "
+                "each section's centre), or one properties entry per section",
+            )
+        return self.value(raw, where)
+
     def properties(self, raw, where: str) -> list[Properties]:
         r = self.r
         out = []
@@ -271,7 +287,7 @@ class CellReader:
             if "sections" in item:
                 sections = self.sections_list(item["sections"], key(w, "sections"))
             values = {
-                k: r.number(item[k], key(w, k), gt=0)
+                k: self.property_value(item[k], key(w, k))
                 for k in ("capacitance", "axial_resistivity")
                 if k in item
             }

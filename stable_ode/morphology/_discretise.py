@@ -90,10 +90,12 @@ def _discretise(cells: list[Cell]):
         for sec in plain[cell.name]:
             offsets[cell.name][sec.name] = len(infos)
             areas = compartment_areas(sec).tolist()
+            c = cm[sec.name]  # a number, or one per compartment
+            cs = c.tolist() if isinstance(c, np.ndarray) else [c] * len(areas)
             for k in range(sec.n_compartments):
                 infos.append(CompartmentInfo(cell.name, sec.name, k))
                 area.append(areas[k])
-                capacitance.append(cm[sec.name])
+                capacitance.append(cs[k])
 
     edges: list[tuple[int, int, float]] = []
     junction_members: list[list[tuple[int, float]]] = []

@@ -10,7 +10,8 @@ from .._stimulus import Site
 from ._cell import Cell, Insert, Section
 from ._geometry import n_compartments_d_lambda
 from ._import3d import MorphologySection, point_sites, read_morphology
-from ._regions import Properties, resolve_sections, section_lists
+from ._properties import centre_values
+from ._regions import section_lists
 
 
 class MorphologyInfo:
@@ -97,7 +98,8 @@ def load_morphology(
     - `n_compartments`: compartments of every section (NEURON's `nseg`), or
       `None` (default) for NEURON's `d_lambda` rule on the 3-D geometry
       (`n_compartments_d_lambda`, with each section's `cm` and `Ra` after
-      `properties`, as NEURON's `geom_nseg` after setting them).
+      `properties`, as NEURON's `geom_nseg` after setting them; a
+      distance-valued `cm` at the section's centre, see `Properties`).
     - `d_lambda`: fraction of the length constant at `frequency` (default 0.1).
     - `frequency`: Hz (default 100).
     - `axial_resistivity`: Ω·cm (NEURON's `Ra`). `capacitance`: µF/cm² (`cm`).
@@ -156,30 +158,40 @@ def cell_from_sections(
 ) -> Cell:
     """`load_morphology`'s `Cell` of `read_morphology`'s sections `read` (named
     as given) read from `file`, arguments checked."""
-    cm, ra = _section_values(read, properties, capacitance, axial_resistivity)
+    name = name if name is not None else os.path.splitext(os.path.basename(file))[0]
+    first = [
+        Section(
+            ms.name,
+            parent=ms.parent,
+            parent_position=ms.parent_position if ms.parent is not None else 1.0,
+            points=[tuple(float(v) for v in row) for row in ms.neuron_points],
+        )
+        for ms in read
+    ]
+    if n_compartments is None:
+        lists = section_lists([s.name for s in read], [s.swc_type for s in read])
+        cm, ra = centre_values(
+            first, properties, capacitance, axial_resistivity, lists, f"Cell {name!r}"
+        )
     sections = []
-    for ms in read:
-        points = [tuple(float(v) for v in row) for row in ms.neuron_points]
-        parent = ms.parent
-        position = ms.parent_position if parent is not None else 1.0
-        sec = Section(ms.name, parent=parent, parent_position=position, points=points)
+    for sec in first:
         if n_compartments is not None:
             k = n_compartments
         else:
             k = n_compartments_d_lambda(
-                sec, cm[ms.name], ra[ms.name], d_lambda, frequency
+                sec, cm[sec.name], ra[sec.name], d_lambda, frequency
             )
         sections.append(
             Section(
-                ms.name,
+                sec.name,
                 n_compartments=k,
-                parent=parent,
-                parent_position=position,
-                points=points,
+                parent=sec.parent,
+                parent_position=sec.parent_position,
+                points=sec.points,
             )
         )
     return Cell(
-        name if name is not None else os.path.splitext(os.path.basename(file))[0],
+        name,
         sections,
         mechanisms,
         axial_resistivity,
@@ -188,32 +200,6 @@ def cell_from_sections(
         properties,
         morphology=morphology_info(file, read),
     )
-
-
-def _section_values(read, properties, cm, ra):
-    """Each section's `cm` and `Ra` after `properties` (for the d_lambda rule,
-    which NEURON's `geom_nseg` applies after they are set); bad entries are left
-    for `Cell` to report."""
-    names = [s.name for s in read]
-    lists = section_lists(names, [s.swc_type for s in read])
-    cms, ras = dict.fromkeys(names, cm), dict.fromkeys(names, ra)
-    for p in properties:
-        if not isinstance(p, Properties):
-            continue
-        try:
-            secs = (
-                names
-                if p.sections is None
-                else resolve_sections(p.sections, names, lists)
-            )
-        except LookupError:
-            continue
-        for n in secs:
-            if p.capacitance is not None:
-                cms[n] = p.capacitance
-            if p.axial_resistivity is not None:
-                ras[n] = p.axial_resistivity
-    return cms, ras
 
 
 def point_site(cell: Cell, point: int) -> Site:

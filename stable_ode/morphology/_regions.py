@@ -7,23 +7,27 @@
 - Path distance from the soma's centre (NEURON's `h.distance` from `soma(0.5)`) at
   each compartment's centre, and `Distance`, a parameter value given as a function
   of it.
-- `Properties`: per-section `cm` and `Ra`.
+- `Properties` (`_properties.py`): per-section `cm` and `Ra`, each a number or
+  a `Distance`.
 
 `Cell` applies all of them when it is built (`resolve_cell`), so that `build` sees
 plain section names and one parameter value per compartment.
 """
 
 import dataclasses
-import math
 import re
 from collections.abc import Callable, Sequence
 
-import equinox as eqx
 import jax
 import numpy as np
 
-from .._errors import concrete_number, InvalidArgument
+from .._errors import InvalidArgument
 from . import _expression
+from ._properties import (
+    Properties as Properties,
+    resolve_properties,
+    section_values as section_values,
+)
 
 
 SECTION_LISTS = ("somatic", "axonal", "basal", "apical")
@@ -47,7 +51,10 @@ class Distance:
 
     The soma's centre is the middle (x = 0.5) of the cell's first `somatic`
     section, or of the root section if the cell has none. Use it for any
-    floating field of a mechanism in `Insert`: `Insert(HH(gnabar=Distance(f)))`.
+    floating field of a mechanism in `Insert`: `Insert(HH(gnabar=Distance(f)))`,
+    and for `Properties`' `capacitance` (per compartment) and
+    `axial_resistivity` (per section, at its centre: NEURON's `Ra` is a section
+    variable).
     The values are computed when the `Cell` is built; a non-finite value is an
     error naming the section.
     """
@@ -71,35 +78,6 @@ class Distance:
         """The values at distances `x` (µm), a float64 array of x's shape."""
         out = np.asarray(self.function(np.asarray(x, np.float64)), np.float64)
         return np.broadcast_to(out, np.shape(x)).copy()
-
-
-class Properties(eqx.Module):
-    """Per-section `cm` and `Ra` in a `Cell` (`properties=[...]`; later entries
-    win over earlier ones and over the cell's own values).
-
-    **Arguments:**
-
-    - `sections`: entries naming sections (names, `*` patterns, section lists),
-      or `None` for all.
-    - `capacitance`: µF/cm² (NEURON's `cm`), > 0, or `None` to keep.
-    - `axial_resistivity`: Ω·cm (NEURON's `Ra`), > 0, or `None` to keep.
-    """
-
-    sections: tuple[str, ...] | None = None
-    capacitance: float | None = None
-    axial_resistivity: float | None = None
-
-    def __init__(self, sections=None, capacitance=None, axial_resistivity=None):
-        self.sections = None if sections is None else tuple(sections)
-        self.capacitance = capacitance
-        self.axial_resistivity = axial_resistivity
-
-    def __check_init__(self):
-        for k in ("capacitance", "axial_resistivity"):
-            x = getattr(self, k)
-            if x is not None and concrete_number(x):
-                if not (math.isfinite(x) and x > 0):
-                    raise InvalidArgument("Properties", k, f"must be > 0, got {x!r}")
 
 
 def _pattern(entry: str) -> re.Pattern:
@@ -142,9 +120,12 @@ def resolve_sections(entries, names, lists) -> tuple[str, ...]:
     return tuple(out)
 
 
-def path_distances(sections, origin: str) -> dict[str, np.ndarray]:
+def path_distances(
+    sections, origin: str, section_centres: bool = False
+) -> dict[str, np.ndarray]:
     """Path distance (µm) from `origin`(0.5) to each compartment centre of each
-    section: `{name: array of n_compartments}` (NEURON's `h.distance`)."""
+    section: `{name: array of n_compartments}` (NEURON's `h.distance`); with
+    `section_centres`, to each section's centre (`sec(0.5)`): arrays of one."""
     by_name = {s.name: s for s in sections}
     base: dict[str, float] = {}  # path distance from the root's 0 end
 
@@ -176,7 +157,10 @@ def path_distances(sections, origin: str) -> dict[str, np.ndarray]:
         n, b = s.name, None
         while n not in entry:
             b, n = by_name[n].parent_position, by_name[n].parent
-        centres = (np.arange(s.n_compartments) + 0.5) / s.n_compartments
+        if section_centres:
+            centres = np.asarray([0.5])
+        else:
+            centres = (np.arange(s.n_compartments) + 0.5) / s.n_compartments
         d_target = np.asarray([d_root(s.name, c) for c in centres])
         a = entry[n]
         if b is None:  # s is on the origin's path to the root
@@ -243,7 +227,15 @@ def resolve_cell(owner, sections, mechanisms, ions, properties, types):
                 )
             raise _problem(owner, f"{where}.sections[{k}]", problem) from None
 
-    distances = None
+    cache: dict = {}  # path distances, computed once if needed
+
+    def centre_distances(section_centres: bool):
+        if section_centres not in cache:
+            roots = [s.name for s in sections if s.parent is None]
+            origin = lists["somatic"][0] if lists["somatic"] else roots[0]
+            cache[section_centres] = path_distances(sections, origin, section_centres)
+        return cache[section_centres]
+
     out_mechanisms = []
     for m, ins in enumerate(mechanisms):
         if not isinstance(ins, Insert):
@@ -255,8 +247,7 @@ def resolve_cell(owner, sections, mechanisms, ions, properties, types):
             mech, is_leaf=lambda v: isinstance(v, Distance)
         )
         if any(isinstance(v, Distance) for v in leaves):
-            if distances is None:
-                distances = _cell_distances(sections, lists, owner)
+            distances = centre_distances(False)
             order = names if secs is None else secs
             x = np.concatenate([distances[s] for s in order])
             labels = [s for s in order for _ in range(by_name[s].n_compartments)]
@@ -268,25 +259,10 @@ def resolve_cell(owner, sections, mechanisms, ions, properties, types):
         if secs is not None:
             st = dataclasses.replace(st, sections=secs)
         out_ions.append(st)
-    out_properties = []
-    for m, p in enumerate(properties):
-        if not isinstance(p, Properties):
-            raise _problem(owner, f"properties[{m}]", f"expected Properties, got {p!r}")
-        out_properties.append(
-            Properties(
-                names_of(p.sections, f"properties[{m}]"),
-                p.capacitance,
-                p.axial_resistivity,
-            )
-        )
+    out_properties = resolve_properties(
+        owner, properties, sections, names_of, centre_distances
+    )
     return tuple(out_mechanisms), tuple(out_ions), tuple(out_properties)
-
-
-def _cell_distances(sections, lists, owner):
-    del owner
-    roots = [s.name for s in sections if s.parent is None]
-    origin = lists["somatic"][0] if lists["somatic"] else roots[0]
-    return path_distances(sections, origin)
 
 
 def _apply(mech, x, labels, owner, where):
@@ -312,16 +288,3 @@ def _apply(mech, x, labels, owner, where):
     return jax.tree_util.tree_map_with_path(
         value, mech, is_leaf=lambda v: isinstance(v, Distance)
     )
-
-
-def section_values(cell) -> tuple[dict[str, float], dict[str, float]]:
-    """`({section: cm µF/cm²}, {section: Ra Ω·cm})` after the cell's properties."""
-    cm = {s.name: cell.capacitance for s in cell.sections}
-    ra = {s.name: cell.axial_resistivity for s in cell.sections}
-    for p in cell.properties:
-        for s in p.sections if p.sections is not None else list(cm):
-            if p.capacitance is not None:
-                cm[s] = p.capacitance
-            if p.axial_resistivity is not None:
-                ra[s] = p.axial_resistivity
-    return cm, ra

@@ -4,7 +4,8 @@ A small model built in NEURON with everything the converter reads — a soma and
 an apical dendrite from 3-D points (tapering), a basal dendrite from `L`/`diam`
 attached at `soma(0.5)`, per-section `Ra` and `cm`, `hh`, `pas` and NEURON's
 demo channel `HHk` (khhchan.mod, through the NMODL importer), per-segment
-parameter values from distance gradients, a per-section `ek`, an `IClamp` and an
+parameter values from distance gradients (`cm` per segment among them), a
+per-section `ek`, an `IClamp` and an
 `ExpSyn` driven by a `NetStim` — is converted and simulated by both with
 backward Euler at dt 0.025 ms; and NEURON's demo reconstruction `pyramid.nrn`
 (hoc, 79 sections of 3-D points). Unconvertible parts are reported by name.
@@ -55,6 +56,7 @@ def _build(h):
         x = h.distance(seg)
         seg.pas.g, seg.pas.e = 1e-4 * (1 + x / 100), -70
         seg.hh.gnabar = 0.12 * max(0.0, 1 - x / 300)
+        seg.cm = 1.0 + x / 200
     for seg in dend:
         seg.pas.g, seg.pas.e = 2e-4, -65
         seg.HHk.gkbar = 0.01 * (1 + h.distance(seg) / 100)
@@ -105,6 +107,9 @@ def test_small_model_matches_neuron(neuron_settings):
     assert [s["position"] for s in model["stimuli"]] == [0.5, 1.0]
     hh = next(m for m in cell["mechanisms"] if m["name"] == "hh")
     assert len(hh["params"]["gnabar"]["values"]) == 1 + 7  # soma + apic
+    (varying,) = [p for p in cell["properties"] if "values" in str(p)]
+    assert varying["sections"] == ["apic"]
+    assert len(set(varying["capacitance"]["values"])) == 7  # seg.cm, one per seg
     ref = _neuron_trace(h, soma)
     ours = np.asarray(so.load_spec(model).simulate().recordings["soma"])
     assert ref.shape == ours.shape and ref.max() > 0  # spikes

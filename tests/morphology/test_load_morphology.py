@@ -1,10 +1,12 @@
 """`load_morphology` against NEURON's own `Import3d`: geometry, nseg by d_lambda,
-section lists, distance-valued parameters, per-section cm/Ra, input resistance,
-a backward-Euler trace, and point sites.
+section lists, distance-valued parameters, per-section cm/Ra and distance-valued
+cm (per segment) and Ra (per section), input resistance, a backward-Euler trace,
+and point sites.
 
 NEURON loads each file once (module-scoped), does what a NEURON user would do
-(`Ra`, `cm`, per-list properties, `geom_nseg`'s d_lambda rule, `for seg in sec`
-loops over `h.distance`), reads everything out and deletes its sections.
+(`Ra`, `cm`, per-list properties, `for seg in sec` loops over `h.distance` on
+`Import3d`'s one segment per section, `geom_nseg`'s d_lambda rule, the loops
+again on the final segments), reads everything out and deletes its sections.
 """
 
 import math
@@ -24,6 +26,16 @@ ASC = DATA / "tc_jy160728_A_idA.asc"
 RA, CM = 120.0, 1.0
 APICAL_RA, BASAL_CM = 180.0, 2.0
 G_PAS = "where(x < 150, 1e-4, 5e-5*(1 + exp(-(x - 150)/80)))"
+CM_APICAL = "1 + 0.5*(1 - exp(-x/150))"  # per segment (seg.cm)
+RA_BASAL = "100 + 0.4*x"  # per section, at its centre (sec.Ra)
+
+
+def cm_apical(x):
+    return 1 + 0.5 * (1 - np.exp(-x / 150))
+
+
+def ra_basal(x):
+    return 100 + 0.4 * x
 
 
 def g_pas(x):
@@ -34,6 +46,8 @@ def properties():
     return [
         so.Properties(["apical"], axial_resistivity=APICAL_RA),
         so.Properties(["basal"], capacitance=BASAL_CM),
+        so.Properties(["apical"], capacitance=so.Distance(CM_APICAL)),
+        so.Properties(["basal"], axial_resistivity=so.Distance(RA_BASAL)),
     ]
 
 
@@ -58,16 +72,29 @@ def _neuron_cell(h, path: pathlib.Path, run: bool):
                 s.Ra = APICAL_RA
             if s.name().startswith("dend["):
                 s.cm = BASAL_CM
+        soma = next(s for s in made if s.name() == "soma[0]")
+
+        def gradients():
+            for s in made:
+                if s.name().startswith("apic"):
+                    for seg in s:
+                        seg.cm = float(cm_apical(h.distance(soma(0.5), seg)))
+                if s.name().startswith("dend["):
+                    s.Ra = float(ra_basal(h.distance(soma(0.5), s(0.5))))
+
+        gradients()  # on Import3d's one segment per section
         for s in made:  # geom_nseg (stdlib.hoc), d_lambda 0.1 at 100 Hz
             s.nseg = int((s.L / (0.1 * h.lambda_f(100, sec=s)) + 0.9) / 2) * 2 + 1
-        soma = next(s for s in made if s.name() == "soma[0]")
-        out = {"nseg": {}, "area": {}, "ri": {}, "distance": {}}
+        gradients()  # on the final segments
+        out = {"nseg": {}, "area": {}, "ri": {}, "distance": {}, "cm": {}, "Ra": {}}
         for s in made:
             s.insert("pas")
             n = s.name()
             out["nseg"][n] = s.nseg
             out["area"][n] = np.array([seg.area() for seg in s])
             out["ri"][n] = np.array([seg.ri() for seg in s])
+            out["cm"][n] = np.array([seg.cm for seg in s])
+            out["Ra"][n] = s.Ra
             d = np.array([h.distance(soma(0.5), seg) for seg in s])
             out["distance"][n] = d
             for seg, x in zip(s, d):
@@ -140,7 +167,7 @@ def test_geometry_nseg_distance_and_input_resistance(neuron_cells, path):
     nrn = neuron_cells[path.name]
     cell = _ours(path)
     assert sorted(s.name for s in cell.sections) == sorted(nrn["nseg"])
-    cm, ra = so.morphology._regions.section_values(cell)
+    ra = so.morphology._regions.section_values(cell)[1]
     for s in cell.sections:
         n = s.name
         assert s.n_compartments == nrn["nseg"][n], n
@@ -158,12 +185,18 @@ def test_geometry_nseg_distance_and_input_resistance(neuron_cells, path):
     d = so.morphology._regions.path_distances(cell.sections, "soma[0]")
     for s in cell.sections:
         assert np.abs(d[s.name] - nrn["distance"][s.name]).max() < 1e-9, s.name
+    # cm per segment and Ra per section, plain and distance-valued, as NEURON's
     model = so.build([cell])
-    assert np.all(
-        np.asarray(model.capacitance)
-        == np.concatenate(
-            [np.full(s.n_compartments, cm[s.name]) for s in cell.sections]
+    cm_nrn = np.concatenate([nrn["cm"][s.name] for s in cell.sections])
+    assert rel(model.capacitance, cm_nrn) < 1e-14
+    assert len(set(cm_nrn.tolist())) > 3 or path == ASC  # (no apical in ASC)
+    assert len({nrn["Ra"][s.name] for s in cell.sections}) > 3
+    assert (
+        rel(
+            [ra[s.name] for s in cell.sections],
+            [nrn["Ra"][s.name] for s in cell.sections],
         )
+        < 1e-14
     )
     rin = _input_resistance(model, model.index("c", "soma[0]", 0.5))
     assert rel(rin, nrn["rin"]) < 1e-9

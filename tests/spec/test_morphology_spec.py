@@ -46,6 +46,11 @@ MORPHOLOGY_CELL = {
     "properties": [
         {"sections": ["basal", "axon*"], "capacitance": 2.0},
         {"sections": ["apic[0]"], "axial_resistivity": 90.0, "capacitance": 0.8},
+        {
+            "sections": ["axonal"],
+            "capacitance": {"distance": "2 + x/50"},
+            "axial_resistivity": {"distance": "100 + 2*x"},
+        },
     ],
     "mechanisms": [
         {
@@ -97,6 +102,11 @@ def test_morphology_cell_matches_python_api(morph_dir):
         properties=[
             so.Properties(["basal", "axon*"], capacitance=2.0),
             so.Properties(["apic[0]"], capacitance=0.8, axial_resistivity=90.0),
+            so.Properties(
+                ["axonal"],
+                capacitance=so.Distance(lambda x: 2 + x / 50),
+                axial_resistivity=so.Distance(lambda x: 100 + 2 * x),
+            ),
         ],
         mechanisms=[
             so.Insert(
@@ -135,9 +145,18 @@ def test_morphology_cell_matches_python_api(morph_dir):
     # the point-site maps onto the section the point lies in
     assert so.point_site(cell, 6).section == "dend[0]"
     assert so.point_site(cell, 6).position == 1.0
-    # per-section cm reached the model: dend and axon 2, apic 0.8, soma 1
+    # per-section cm reached the model: dend 2, apic 0.8, soma 1, axon 2 + x/50
+    # at its compartments' centres
     cm = np.asarray(loaded.model.capacitance)
-    assert set(np.round(cm, 12).tolist()) == {2.0, 0.8, 1.0}
+    axon = [
+        i
+        for i, c in enumerate(loaded.model.layout.compartments)
+        if c.section == "axon[0]"
+    ]
+    x = so.morphology._regions.path_distances(cell.sections, "soma[0]")["axon[0]"]
+    assert len(axon) > 1 and np.allclose(cm[axon], 2 + x / 50, rtol=1e-15, atol=0)
+    rest = np.delete(cm, axon)
+    assert set(np.round(rest, 12).tolist()) == {2.0, 0.8, 1.0}
 
 
 def test_sections_cell_with_properties_patterns_and_distance(tmp_path):
@@ -161,7 +180,15 @@ def test_sections_cell_with_properties_patterns_and_distance(tmp_path):
                     "parent_position": 0.0,
                 },
             ],
-            "properties": [{"sections": ["dend_*"], "axial_resistivity": 200.0}],
+            "properties": [
+                {"sections": ["dend_*"], "axial_resistivity": 200.0},
+                {
+                    "sections": ["dend_a"],
+                    "capacitance": {"distance": "1 + x/100"},
+                    "axial_resistivity": {"distance": "100 + x"},
+                },
+                {"sections": ["dend_b"], "capacitance": {"values": [1.5, 2.0, 2.5]}},
+            ],
             "mechanisms": [
                 {
                     "name": "pas",
@@ -184,6 +211,12 @@ def test_sections_cell_with_properties_patterns_and_distance(tmp_path):
     )
     assert np.allclose(np.asarray(ins.mechanism.g), 1e-4 + 1e-7 * x, rtol=0, atol=1e-18)
     assert ins.sections == ("soma", "dend_a", "dend_b")
+    # cm per compartment (dend_a's at its compartments' centres), Ra per section
+    # (dend_a's at its centre, 10 + 100 µm from soma(0.5))
+    cm = [1.0, *(1 + x[1:6] / 100), 1.5, 2.0, 2.5]
+    assert np.allclose(np.asarray(loaded.model.capacitance), cm, rtol=1e-15, atol=0)
+    ra = so.morphology._regions.section_values(loaded.spec.cells[0])[1]
+    assert ra == {"soma": 35.4, "dend_a": 210.0, "dend_b": 200.0}
     cell = so.Cell(
         "c",
         [
@@ -192,7 +225,15 @@ def test_sections_cell_with_properties_patterns_and_distance(tmp_path):
             so.Section("dend_b", 100.0, 2.0, 3, "soma", 0.0),
         ],
         [so.Insert(so.Passive(g=so.Distance(lambda d: 1e-4 + 1e-7 * d)), ["all"])],
-        properties=[so.Properties(["dend_*"], axial_resistivity=200.0)],
+        properties=[
+            so.Properties(["dend_*"], axial_resistivity=200.0),
+            so.Properties(
+                ["dend_a"],
+                capacitance=so.Distance(lambda d: 1 + d / 100),
+                axial_resistivity=so.Distance(lambda d: 100 + d),
+            ),
+            so.Properties(["dend_b"], capacitance=[1.5, 2.0, 2.5]),
+        ],
     )
     assert eqx.tree_equal(loaded.model, so.build([cell]))
 
@@ -242,6 +283,33 @@ def _with(**changes):
         ),
         (
             _with(properties=[{"capacitance": -2.0}]),
+            None,
+            "cells[0].properties[0].capacitance",
+            "must be > 0",
+        ),
+        (
+            _with(properties=[{"axial_resistivity": {"values": [90.0]}}]),
+            None,
+            "cells[0].properties[0].axial_resistivity.values",
+            "one value per section",
+        ),
+        (
+            _with(properties=[{"capacitance": {"values": [1.0]}}]),
+            None,
+            "cells[0].properties[0].capacitance",
+            "needs a fixed n_compartments",
+        ),
+        (
+            _with(
+                swc_options={"n_compartments": 1},
+                properties=[{"capacitance": {"values": [1.0, 2.0]}}],
+            ),
+            None,
+            "cells[0].properties[0].capacitance",
+            "2 values for 4 compartments",
+        ),
+        (
+            _with(properties=[{"capacitance": {"distance": "1 - x/10"}}]),
             None,
             "cells[0].properties[0].capacitance",
             "must be > 0",
