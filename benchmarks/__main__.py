@@ -47,6 +47,8 @@ BENCHMARKS = {
     "forward": "single HH compartment, 100-compartment HH cable and a 64-way vmap "
     "batch vs Jaxley and NEURON; adaptive steps vs diffrax and CVODE",
     "branched": "branched HH cell vs Jaxley and NEURON",
+    "morphology": "a 10,000-point reconstruction: loading vs Import3d, hh "
+    "everywhere vs Jaxley and NEURON",
     "network": "100 HH point neurons with 1,000 graded synapses vs Jaxley",
     "work_precision": "spike-time error vs steps and time; Kvaerno5, CVODE",
     "gradient": "gradient time and memory per checkpoint configuration",
@@ -54,7 +56,7 @@ BENCHMARKS = {
 COMPARISONS = {"small_loops": "XLA:CPU's small-loop threshold at 65,536 bytes"}
 """Folders next to `results.md` holding another run's `results.json` → what was
 different in that run."""
-PER_DTYPE = ("forward", "branched", "network")  # one process per dtype
+PER_DTYPE = ("forward", "branched", "network", "morphology")  # one process per dtype
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

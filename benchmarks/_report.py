@@ -20,6 +20,8 @@ FIXED = {
     "branched": "Fixed steps: a branched HH cell, ours against Jaxley and NEURON",
     "network": "Fixed steps: 100 HH point neurons with 1,000 graded synapses, ours "
     "against Jaxley",
+    "morphology": "Fixed steps: a reconstructed cell, hh everywhere, ours against "
+    "Jaxley's and NEURON's import of the same SWC file",
 }
 """The fixed-step comparisons (benchmark → heading), in the order shown."""
 
@@ -107,6 +109,30 @@ def compile_table(rows: list[dict]) -> list[str]:
         f"| {r['cells']} | {r['synapses']} | {r['recordings']} | {r['dtype']} | "
         f"{r['build_s']:.2f} | {r['trace_s']:.2f} | {r['compile_s']:.2f} | "
         f"{r['compile_ratio']:.2f} |"
+        for r in these
+    ]
+    return out + [""]
+
+
+def morphology_load_table(rows: list[dict]) -> list[str]:
+    """Loading and building a reconstruction: ours against NEURON's `Import3d`
+    (`morphology_load`)."""
+    these = [r for r in rows if r["benchmark"] == "morphology_load"]
+    if not these:
+        return []
+    out = ["## Loading and building a reconstruction", "",
+           "Best of several runs, seconds: ours `load_morphology` (d_lambda rule) + "
+           "`build`; NEURON `Import3d` + `instantiate` + `geom_nseg`; Jaxley "
+           "`read_swc` (one call, SWC only).", "",
+           "| file | points | sections | compartments | ours s | ours read s "
+           "| NEURON s | ours / NEURON | Jaxley read_swc s |",
+           "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    out += [
+        f"| {r['case']} | {r['points']} | {r['sections']} | {r['compartments']} | "
+        f"{r['ours_s']:.3f} | {r['ours_read_s']:.3f} | "
+        f"{_g(r.get('neuron_s'), '.3f')} | "
+        f"{_ratio(r['ours_s'], r.get('neuron_s'))} | "
+        f"{_g(r.get('jaxley_read_s'), '.3f')} |"
         for r in these
     ]
     return out + [""]
@@ -294,6 +320,7 @@ def summary(rows: list[dict]) -> list[str]:
     return (
         fixed_tables(rows)
         + compile_table(rows)
+        + morphology_load_table(rows)
         + adaptive_table(rows)
         + work_precision_table(rows)
         + gradient_tables(rows)

@@ -120,6 +120,24 @@ def test_branched_smoke_without_jaxley_and_neuron(tmp_path):
 
 
 @pytest.mark.slow
+def test_morphology_smoke(tmp_path):
+    # NEURON's Import3d of the same file: the same geometry and scheme, so the
+    # traces agree to rounding; Jaxley's own SWC reading is a different cell
+    jaxley = _have("jaxley")
+    text, rows = _smoke("morphology", tmp_path)
+    (load,) = [r for r in rows if r["benchmark"] == "morphology_load"]
+    assert load["points"] == 10 and load["sections"] == 4
+    assert load["compartments"] == load["neuron_compartments"]
+    assert load["ours_s"] > 0 and load["neuron_s"] > 0
+    (row,) = [r for r in rows if r["benchmark"] == "morphology"]
+    assert row["dtype"] == "float64" and row["ours_ms"] > 0
+    assert row["neuron_ms"] > 0 and row["neuron_max_dv"] < 1e-6, row
+    assert (row["jaxley_ms"] > 0) if jaxley else row["jaxley"] is None
+    assert "## Loading and building a reconstruction" in text
+    assert "| reconstructed cell (i3d_three_point_soma.swc)" in text
+
+
+@pytest.mark.slow
 def test_profile_batch_smoke():
     # The batch-profile script (not part of the runner) runs: one row per variant,
     # each with a positive time and the kernel counts of its loops.
