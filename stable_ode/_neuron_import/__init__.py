@@ -40,6 +40,7 @@ def from_neuron(
     *,
     nmodl: Iterable[str | os.PathLike] = (),
     sections: Iterable | None = None,
+    record: dict | None = None,
 ) -> dict:
     """A NEURON model as a model-file mapping (`stable_ode.model/1`), ready for
     `stable_ode.load_spec` or `json.dump`.
@@ -55,7 +56,7 @@ def from_neuron(
     and NetCons from `NetStim`s; `h.celsius`, `h.v_init`, `h.tstop`, `h.dt`
     (backward Euler, or Crank–Nicolson for `h.secondorder = 2`), and one record,
     `soma`, the voltage at the centre of the first section whose name starts
-    with `soma` (else the first section).
+    with `soma` (else the first section), and one for each of `record`.
 
     **Arguments:**
 
@@ -67,6 +68,9 @@ def from_neuron(
       `stable_ode.load_nmodl` and written (as absolute paths) to the `nmodl` key.
     - `sections`: with `script=None`, NEURON sections whose cells (trees) to
       convert; `None`: every section NEURON has.
+    - `record`: with `script=None`, `{name: segment}` (NEURON's `sec(x)`): the
+      voltage there is recorded under `name` besides `soma` (a name `soma`
+      replaces it); a segment outside the converted cells is a problem reported.
 
     **Returns:** the model-file mapping. A parameter that differs between
     compartments is `{"values": [...]}`, one value per compartment of the
@@ -81,8 +85,10 @@ def from_neuron(
     paths = [Path(p).resolve() for p in nmodl]
     files = mod_files(paths)
     if script is not None:
-        if sections is not None:
-            raise TypeError("from_neuron: give `sections` only with script=None")
+        if sections is not None or record is not None:
+            raise TypeError(
+                "from_neuron: give `sections` and `record` only with script=None"
+            )
         return run_in_subprocess(Path(script), paths)
     h = _neuron()
     from ._read import read_model
@@ -95,6 +101,7 @@ def from_neuron(
         classes,
         [str(p) for p in paths],
         None if sections is None else list(sections),
+        record,
     )
     problems += more
     if problems:

@@ -8,7 +8,7 @@ from ._mechanisms import ion_settings, mechanism_entries
 from ._sections import cell_properties, cell_trees, section_entry
 
 
-def read_model(h, classes: dict, nmodl: list[str], sections=None):
+def read_model(h, classes: dict, nmodl: list[str], sections=None, record=None):
     """`(model, problems)`: the model-file mapping of NEURON's instantiated
     model and what it cannot hold (one string each; the model is only valid if
     there are none).
@@ -19,6 +19,8 @@ def read_model(h, classes: dict, nmodl: list[str], sections=None):
     - `classes`: `stable_ode.load_nmodl`'s classes of the `.mod` files, by SUFFIX.
     - `nmodl`: the paths written to the top-level `nmodl` key.
     - `sections`: NEURON sections whose cells to convert; `None`: every section.
+    - `record`: `{name: NEURON segment}`, voltages to record besides `soma` (a
+      name `soma` replaces it).
     """
     problems: list[str] = []
     if sections is None:
@@ -57,7 +59,9 @@ def read_model(h, classes: dict, nmodl: list[str], sections=None):
         model["netcons"] = netcons(h, kinds, problems)
     else:
         netcons(h, kinds, problems)  # every NetCon is still checked
-    model["record"] = [_soma_record(trees)]
+    records = {"soma": _soma_record(trees)}
+    records.update(_named_records(trees, record or {}, problems))
+    model["record"] = list(records.values())
     model["integration"] = _integration(h, problems)
     for lst in ("LinearMechanism",):
         if int(h.List(lst).count()):
@@ -75,13 +79,33 @@ def _soma_record(trees) -> dict:
     return _record(trees[0], trees[0].sections[0])
 
 
-def _record(tree, sec) -> dict:
+def _record(tree, sec, name="soma", position=0.5) -> dict:
     return {
-        "name": "soma",
+        "name": name,
         "cell": tree.name,
         "section": tree.names[sec],
-        "position": 0.5,
+        "position": position,
     }
+
+
+def _named_records(trees, record: dict, problems: list) -> dict:
+    """`{name: record entry}` of the voltage at each NEURON segment of `record`."""
+    out = {}
+    for name, seg in record.items():
+        sec, x = getattr(seg, "sec", None), getattr(seg, "x", None)
+        tree = next((t for t in trees if sec is not None and sec in t.names), None)
+        if not isinstance(name, str) or not name or x is None:
+            problems.append(
+                f"record {name!r}: expected a non-empty name and a NEURON segment "
+                f"(sec(x)), got {seg!r}"
+            )
+        elif tree is None:
+            problems.append(
+                f"record {name!r}: {seg} is not in the cells being converted"
+            )
+        else:
+            out[name] = _record(tree, sec, name, float(x))
+    return out
 
 
 def _integration(h, problems: list) -> dict:

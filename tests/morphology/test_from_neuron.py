@@ -20,6 +20,7 @@ import pytest
 
 import stable_ode as so
 from stable_ode._neuron_import import from_neuron, FromNeuronError
+from stable_ode.morphology._geometry import half_resistances
 
 
 def _share() -> Path:
@@ -87,17 +88,19 @@ def neuron_settings(neuron_mechanisms):
     h.usetable_HHk = old_khh
 
 
-def _neuron_trace(h, sec):
-    v = h.Vector().record(sec(0.5)._ref_v)
+def _neuron_trace(h, sec, *more):
+    """`v` at `sec(0.5)` (and at the segments `more`) at every step."""
+    vs = [h.Vector().record(seg._ref_v) for seg in (sec(0.5), *more)]
     h.finitialize(h.v_init)
     h.continuerun(h.tstop)
-    return np.array(v)
+    return np.array(vs[0]) if not more else [np.array(v) for v in vs]
 
 
 def test_small_model_matches_neuron(neuron_settings):
     h = neuron_settings
     keep, soma = _build(h)
-    model = from_neuron(nmodl=[_khh()], sections=[soma])
+    apic = keep[1]
+    model = from_neuron(nmodl=[_khh()], sections=[soma], record={"apic": apic(0.8)})
     json.dumps(model)  # a model file
     (cell,) = model["cells"]
     sections = {s["name"]: s for s in cell["sections"]}
@@ -110,16 +113,25 @@ def test_small_model_matches_neuron(neuron_settings):
     (varying,) = [p for p in cell["properties"] if "values" in str(p)]
     assert varying["sections"] == ["apic"]
     assert len(set(varying["capacitance"]["values"])) == 7  # seg.cm, one per seg
-    ref = _neuron_trace(h, soma)
-    ours = np.asarray(so.load_spec(model).simulate().recordings["soma"])
+    assert model["record"][1] == {
+        "name": "apic", "cell": "cell", "section": "apic", "position": 0.8
+    }  # fmt: skip
+    # (apic(0.8) is the centre of apic's compartment 5 of 7 in NEURON)
+    ref, ref_apic = _neuron_trace(h, soma, apic((5 + 0.5) / 7))
+    recordings = so.load_spec(model).simulate().recordings
+    ours = np.asarray(recordings["soma"])
     assert ref.shape == ours.shape and ref.max() > 0  # spikes
     assert np.max(np.abs(ours - ref)) < 1e-6
+    assert np.max(np.abs(np.asarray(recordings["apic"]) - ref_apic)) < 1e-6
+    with pytest.raises(FromNeuronError, match="record 'x'"):
+        from_neuron(nmodl=[_khh()], sections=[soma], record={"x": 3.0})
     del keep
 
 
 def test_pyramid_nrn_matches_neuron(neuron_settings):
     """NEURON's demo reconstruction (hoc, `pt3dadd` points, children at
-    `soma(0.5)`), hh in the soma and pas elsewhere."""
+    `soma(0.5)`), hh in the soma and pas elsewhere: every compartment's area and
+    `ri()` and the trace as NEURON's."""
     h = neuron_settings
     before = {s.name() for s in h.allsec()}
     h.load_file(str(_share() / "nrn" / "demo" / "pyramid.nrn"))
@@ -139,6 +151,24 @@ def test_pyramid_nrn_matches_neuron(neuron_settings):
         (cell,) = model["cells"]
         assert len(cell["sections"]) == len(mine) == 79
         loaded = so.load_spec(model)
+        # every compartment's area and ri() as NEURON's (from its 3-D points)
+        (ours_cell,) = loaded.spec.cells
+        ra = so.morphology._regions.section_values(ours_cell)[1]
+        area = np.asarray(loaded.model.area) * 1e8  # µm²
+        by_name = {s.name(): s for s in mine}
+        for sec in ours_cell.sections:
+            n, nsec = sec.n_compartments, by_name[sec.name]
+            idx = [
+                loaded.model.index(cell["name"], sec.name, (k + 0.5) / n)
+                for k in range(n)
+            ]
+            want = np.array([seg.area() for seg in nsec])
+            assert np.max(np.abs(area[idx] / want - 1)) < 1e-9, sec.name
+            left, right = half_resistances(sec, ra[sec.name])
+            ri = np.concatenate([[left[0]], right[:-1] + left[1:]]) * 1e-6  # MΩ
+            want = np.array([seg.ri() for seg in nsec])
+            k = 0 if sec.parent is not None else 1  # the root's 1e30 guard
+            assert np.max(np.abs(ri[k:] / want[k:] - 1), initial=0) < 1e-9, sec.name
         ref = _neuron_trace(h, soma)
         ours = np.asarray(loaded.simulate().recordings["soma"])
         assert ref.max() > 0, ref.max()
