@@ -58,6 +58,18 @@ def _cache_repr(v) -> Any:
     return (v.dtype.str, v.tobytes()) if isinstance(v, np.ndarray) else repr(v)
 
 
+def cylinder(name, length, diameter, n, parent, position) -> Section:
+    """`Section(name, length, diameter, n, parent, position)`: the same section,
+    through its own `__init__` and `__check_init__` but not equinox's
+    per-instance construction, which costs more than the section (it checks for
+    unset fields, converters and JAX arrays in static fields, which a cylinder's
+    plain values cannot have)."""
+    section = object.__new__(Section)
+    Section.__init__(section, name, length, diameter, n, parent, position)
+    Section.__check_init__(section)
+    return section
+
+
 class CellReader:
     """Reads `cells[i]` entries; counts compartments against the limit."""
 
@@ -129,7 +141,7 @@ class CellReader:
             if k not in raw:
                 r.fail(key(where, k), "required key is missing (or give 'points')")
         with r.at(where):
-            return Section(
+            return cylinder(
                 name,
                 r.number(raw["length"], key(where, "length")),
                 r.number(raw["diameter"], key(where, "diameter")),

@@ -358,6 +358,43 @@ def test_loading_benchmark_smoke():
     assert model.n_compartments == 60
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("a", 10.0, 2.0, 3, "p", 0.5),
+        ("r", 1.0, 1.0, 1, None, 1.0),
+        ("i", 5, 2, 2, "p", 0),
+    ],
+)
+def test_the_loaders_cylinder_is_the_section(args):
+    # The loader builds sections without equinox's per-instance machinery: the
+    # same object, fields, pytree and checks as `Section(...)`.
+    import jax
+
+    from stable_ode._spec._cells import cylinder
+
+    got, want = cylinder(*args), so.Section(*args)
+    assert type(got) is so.Section and got == want and hash(got) == hash(want)
+    assert vars(got) == vars(want)
+    assert jax.tree_util.tree_flatten(got) == jax.tree_util.tree_flatten(want)
+    bad = ("b", 10.0, -1.0, 2, None, 1.0)
+    with pytest.raises(ValueError) as e_cyl:
+        cylinder(*bad)
+    with pytest.raises(ValueError) as e_sec:
+        so.Section(*bad)
+    assert str(e_cyl.value) == str(e_sec.value)
+
+
+def test_a_non_finite_parameter_names_its_section():
+    # Entry j of an inserted mechanism is named by its section (computed only
+    # for the error), also when the listed sections are not in the cell's order.
+    secs = [so.Section("a", 10.0, 1.0, 2), so.Section("b", 10.0, 1.0, 3, "a")]
+    g = [1e-4, 1e-4, 1e-4, float("nan"), 1e-4]  # b's 3, then a's 2
+    cell = so.Cell("c", secs, [so.Insert(so.Passive(g=g), ["b", "a"])])
+    with pytest.raises(ValueError, match="is nan in section 'a'"):
+        so.build([cell])
+
+
 # ---------------------------------------------------------------------------
 # Output files: written whole or not at all.
 
