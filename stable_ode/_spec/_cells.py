@@ -30,6 +30,7 @@ from ._ions import read_cell_ions
 from ._nmodl import nmodl_parameter_names
 from ._reader import key, Reader, suggest
 from ._registry import mechanism_parameters, REGISTRY
+from ._sections import cylinder, plain_cylinder
 
 
 SWC_OPTIONS = {
@@ -56,18 +57,6 @@ class SwcSource:
 
 def _cache_repr(v) -> Any:
     return (v.dtype.str, v.tobytes()) if isinstance(v, np.ndarray) else repr(v)
-
-
-def cylinder(name, length, diameter, n, parent, position) -> Section:
-    """`Section(name, length, diameter, n, parent, position)`: the same section,
-    through its own `__init__` and `__check_init__` but not equinox's
-    per-instance construction, which costs more than the section (it checks for
-    unset fields, converters and JAX arrays in static fields, which a cylinder's
-    plain values cannot have)."""
-    section = object.__new__(Section)
-    Section.__init__(section, name, length, diameter, n, parent, position)
-    Section.__check_init__(section)
-    return section
 
 
 class CellReader:
@@ -101,6 +90,17 @@ class CellReader:
             )
 
     def section(self, raw, where: str) -> Section:
+        plain = plain_cylinder(raw, self.r.largest)
+        if plain is not None:
+            try:
+                section = cylinder(*plain)
+            except ValueError:
+                pass  # reported at its key below
+            else:
+                self.n_compartments += plain[3]
+                if self.n_compartments <= self.max_compartments:
+                    return section
+                self.n_compartments -= plain[3]
         r = self.r
         raw = r.table(
             raw,

@@ -339,23 +339,8 @@ def test_mutated_files_fail_cleanly(path, action, value):
 
 
 # ---------------------------------------------------------------------------
-# Loading is linear in the number of sections (timed in benchmarks/loading.py).
-
-
-def test_loading_benchmark_smoke():
-    import importlib.util
-
-    path = Path(__file__).parents[2] / "benchmarks" / "loading.py"
-    spec = importlib.util.spec_from_file_location("loading_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    rows = module.run(sizes=(20, 80), repeats=1)
-    assert [r["sections"] for r in rows] == [20, 80]
-    assert all(
-        r["seconds"] > 0 and r["compartments"] == 2 * r["sections"] for r in rows
-    )
-    model = so.load_spec(module.chain_model(30)).model
-    assert model.n_compartments == 60
+# Loading is linear in the number of sections (timed in benchmarks/loading.py,
+# smoke-tested in tests/repo/test_benchmarks.py).
 
 
 @pytest.mark.parametrize(
@@ -371,7 +356,7 @@ def test_the_loaders_cylinder_is_the_section(args):
     # same object, fields, pytree and checks as `Section(...)`.
     import jax
 
-    from stable_ode._spec._cells import cylinder
+    from stable_ode._spec._sections import cylinder
 
     got, want = cylinder(*args), so.Section(*args)
     assert type(got) is so.Section and got == want and hash(got) == hash(want)
