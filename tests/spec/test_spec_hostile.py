@@ -343,6 +343,33 @@ def test_mutated_files_fail_cleanly(path, action, value):
 # smoke-tested in tests/repo/test_benchmarks.py).
 
 
+def test_loading_is_linear_in_the_number_of_sections():
+    # CPU seconds per section of `load_spec` at 8,000 sections against 1,000 (the
+    # larger pays less of the fixed cost): quadratic loading made it 8x and more
+    # (2,000 sections took 20 s). CPU time, the best of 3: robust to a loaded
+    # machine, and the margin is wide.
+    import importlib.util
+    import time
+
+    path = Path(__file__).parents[2] / "benchmarks" / "loading.py"
+    spec = importlib.util.spec_from_file_location("loading_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def per_section(n):
+        raw = bench.chain_model(n)
+        best = math.inf
+        for _ in range(3):
+            start = time.process_time()
+            model = so.load_spec(raw).model
+            best = min(best, time.process_time() - start)
+        assert model.n_compartments == 2 * n
+        return best / n
+
+    small, large = per_section(1000), per_section(8000)
+    assert large < 2.5 * small, (small, large)
+
+
 @pytest.mark.parametrize(
     "args",
     [
