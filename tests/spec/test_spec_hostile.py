@@ -436,6 +436,8 @@ def test_interrupted_write_keeps_the_previous_output(tmp_path, monkeypatch, caps
     def savez(f, **arrays):  # half a file, then Ctrl-C
         f.write(b"PK\x03\x04 partial")
         f.flush()
+        # what a reader polling the output sees meanwhile: the previous file
+        assert out.read_bytes() == good
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli_output.np, "savez", savez)
