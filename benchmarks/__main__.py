@@ -52,6 +52,7 @@ BENCHMARKS = {
     "network": "100 HH point neurons with 1,000 graded synapses vs Jaxley",
     "work_precision": "spike-time error vs steps and time; Kvaerno5, CVODE",
     "gradient": "gradient time and memory per checkpoint configuration",
+    "loading": "loading and building model files of 1,000 to 100,000 sections",
 }
 COMPARISONS = {"small_loops": "XLA:CPU's small-loop threshold at 65,536 bytes"}
 """Folders next to `results.md` holding another run's `results.json` → what was

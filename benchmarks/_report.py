@@ -242,6 +242,34 @@ def gradient_tables(rows: list[dict]) -> list[str]:
     return out
 
 
+def loading_table(rows: list[dict]) -> list[str]:
+    """Loading and building model files of 1,000 to 100,000 sections: flat per
+    section means linear (`benchmarks/loading.py`)."""
+    load = sorted(
+        (r for r in rows if r["benchmark"] == "loading"), key=lambda r: r["sections"]
+    )
+    if not load:
+        return []
+    out = [
+        "## Loading and building model files",
+        "",
+        "One cell, a binary tree of sections of 2 compartments, `hh` everywhere: "
+        "`load_spec` (read and build), the reading alone, and the Python API; "
+        f"growth of CPU µs per section, largest / smallest: {load[0]['growth']:.2f}.",
+        "",
+        "| sections | load+build s | CPU s | CPU µs/section | read s | API s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in load:
+        out.append(
+            f"| {r['sections']:,} | {r['seconds']:.3f} | {r['cpu_seconds']:.3f} | "
+            f"{r['cpu_us_per_section']:.1f} | {r['read_seconds']:.3f} | "
+            f"{r['api_seconds']:.3f} |"
+        )
+    out.append("")
+    return out
+
+
 def _fixed_key(r: dict) -> tuple | None:
     if r["benchmark"] in FIXED:
         return (r["benchmark"], r["case"], r["ours"])
@@ -324,6 +352,7 @@ def summary(rows: list[dict]) -> list[str]:
         + adaptive_table(rows)
         + work_precision_table(rows)
         + gradient_tables(rows)
+        + loading_table(rows)
         + dtype_table(rows)
     )
 

@@ -5,6 +5,8 @@ Models are diffrax terms (`MembraneTerm`), the stiff solvers are diffrax solvers
 into `diffrax.diffeqsolve` with good defaults.
 """
 
+# First: Ctrl-C while the command line imports JAX (see the module).
+from . import _early_interrupt as _early_interrupt  # noqa: I001
 from . import mechanisms as mechanisms, morphology as morphology
 from ._analysis import spike_times as spike_times
 from ._build import build as build

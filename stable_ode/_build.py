@@ -12,6 +12,7 @@ import numpy as np
 
 from ._group import MechanismGroup
 from ._ion_table import build_ions, check_variable
+from ._misc import device_array
 from ._model import Layout, MembraneModel, Recording
 from ._network import build_connections, cast_params, Connections
 from ._stimulus import build_stimuli, Site, StepCurrent, TraceCurrent
@@ -108,6 +109,30 @@ def _has_cycle(n: int, edges) -> bool:
             return True
         parent[ri] = rj
     return False
+
+
+def _compartments(starts: list[int], counts: list[int]) -> np.ndarray:
+    """The compartment indices `start, ..., start + count - 1` of each section in
+    turn (int64)."""
+    counts_ = np.asarray(counts, np.int64)
+    total = int(counts_.sum())
+    ends = np.cumsum(counts_)
+    return np.arange(total, dtype=np.int64) + np.repeat(
+        np.asarray(starts, np.int64) - (ends - counts_), counts_
+    )
+
+
+class _SectionLabels:
+    """`labels[j]`: "section 'name'" of the section holding entry `j` of an
+    inserted mechanism (what `cast_params` names in an error), computed only when
+    asked for."""
+
+    def __init__(self, secs, counts):
+        self.secs = secs
+        self.ends = np.cumsum(np.asarray(counts, np.int64))
+
+    def __getitem__(self, j: int) -> str:
+        return f"section {self.secs[int(np.searchsorted(self.ends, j, 'right'))]!r}"
 
 
 def choose_coupling(n, edges, junctions, dtype) -> AbstractCoupling:
@@ -232,23 +257,12 @@ def build(
     # One group per mechanism type (and parameter structure) across all cells.
     inserted: dict = {}
     for cell in cells:
+        counts = {s.name: s.n_compartments for s in cell.sections}
+        off = offsets[cell.name]
         for ins in cell.mechanisms:
-            secs = (
-                ins.sections
-                if ins.sections is not None
-                else tuple(s.name for s in cell.sections)
-            )
-            idx = [
-                offsets[cell.name][s] + k
-                for s in secs
-                for k in range(cell.section(s).n_compartments)
-            ]
+            secs = ins.sections if ins.sections is not None else tuple(counts)
+            idx = _compartments([off[s] for s in secs], [counts[s] for s in secs])
             where = f"cell {cell.name!r}, mechanism {type(ins.mechanism).__name__}"
-            labels = [
-                f"section {s!r}"
-                for s in secs
-                for _ in range(cell.section(s).n_compartments)
-            ]
             mech = cast_params(
                 ins.mechanism,
                 len(idx),
@@ -256,7 +270,7 @@ def build(
                 where,
                 "compartments",
                 to_jax=False,
-                labels=labels,
+                labels=_SectionLabels(secs, [counts[s] for s in secs]),
             )
             key = jax.tree_util.tree_structure(mech)
             inserted.setdefault(key, []).append(
@@ -265,27 +279,28 @@ def build(
     groups = []
     for parts in inserted.values():
         mechs, idxs, secs = zip(*parts)
-        all_idx = [i for idx in idxs for i in idx]
-        if len(set(all_idx)) != len(all_idx):
+        all_idx = np.concatenate(idxs)
+        if np.unique(all_idx).size != all_idx.size:
             raise ValueError(
                 f"mechanism {type(mechs[0]).__name__} is inserted twice in the same "
                 f"compartment (sections {sorted(set(sum(secs, ())))})"
             )
-        contiguous = bool(all_idx) and all_idx == list(
-            range(all_idx[0], all_idx[0] + len(all_idx))
+        first = int(all_idx[0]) if all_idx.size else 0
+        contiguous = bool(all_idx.size) and bool(
+            np.array_equal(all_idx, np.arange(first, first + all_idx.size))
         )
         groups.append(
             MechanismGroup(
-                span=(all_idx[0], all_idx[0] + len(all_idx)) if contiguous else None,
+                span=(first, first + all_idx.size) if contiguous else None,
                 mechanism=jax.tree_util.tree_map(
                     lambda *a: (
-                        jnp.asarray(np.concatenate(a))
+                        device_array(np.concatenate(a))
                         if isinstance(a[0], np.ndarray)
                         else a[0]
                     ),
                     *mechs,
                 ),
-                index=jnp.asarray(all_idx, jnp.int32),
+                index=device_array(all_idx, jnp.int32),
                 sections=sum(secs, ()),
             )
         )
@@ -307,15 +322,15 @@ def build(
         ),
     )
     model = MembraneModel(
-        area=jnp.asarray(area, dtype),
-        diameter=jnp.asarray(diameter, dtype),
-        length=jnp.asarray(length, dtype),
-        capacitance=jnp.asarray(cap, dtype),
+        area=device_array(area, dtype),
+        diameter=device_array(diameter, dtype),
+        length=device_array(length, dtype),
+        capacitance=device_array(cap, dtype),
         coupling=coupling,
         mechanisms=tuple(groups),
         stimuli=build_stimuli(stimuli, index_of, dtype),
         celsius=jnp.asarray(celsius, dtype),
-        v_init=jnp.full((n,), v_init, dtype),
+        v_init=device_array(np.full(n, v_init), dtype),
         layout=layout,
         synapses=synapse_groups,
         ions=ion_table,

@@ -2,12 +2,12 @@
 
 import argparse
 
+from .._early_interrupt import EXIT_INTERRUPTED as EXIT_INTERRUPTED, PROG
 
-PROG = "python -m stable_ode"
+
 EXIT_FAILED_SOLVE = 1
 EXIT_USAGE = 2
 EXIT_UNEXPECTED = 3
-EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):

@@ -30,6 +30,7 @@ from ._ions import read_cell_ions
 from ._nmodl import nmodl_parameter_names
 from ._reader import key, Reader, suggest
 from ._registry import mechanism_parameters, REGISTRY
+from ._sections import cylinder, plain_cylinder
 
 
 SWC_OPTIONS = {
@@ -89,6 +90,17 @@ class CellReader:
             )
 
     def section(self, raw, where: str) -> Section:
+        plain = plain_cylinder(raw, self.r.largest)
+        if plain is not None:
+            try:
+                section = cylinder(*plain)
+            except ValueError:
+                pass  # reported at its key below
+            else:
+                self.n_compartments += plain[3]
+                if self.n_compartments <= self.max_compartments:
+                    return section
+                self.n_compartments -= plain[3]
         r = self.r
         raw = r.table(
             raw,
@@ -129,7 +141,7 @@ class CellReader:
             if k not in raw:
                 r.fail(key(where, k), "required key is missing (or give 'points')")
         with r.at(where):
-            return Section(
+            return cylinder(
                 name,
                 r.number(raw["length"], key(where, "length")),
                 r.number(raw["diameter"], key(where, "diameter")),

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import lineax as lx
+import jax.scipy.linalg
 from jaxtyping import Array, Float
 
 
@@ -53,14 +53,27 @@ class AbstractCoupledKinetics(eqx.Module):
 
 def _solve_batched(matrix: Float[Array, "n k k"], b: Float[Array, "n k"]):
     """`matrix[c]⁻¹·b[c]` for every compartment `c`: small dense systems, LU
-    through lineax, batched by `vmap`."""
+    (`jax.scipy.linalg`, the factorisation and solve of lineax's `LU`), batched
+    by `vmap`.
+
+    Safe to differentiate inside a step that will be rejected: a compartment
+    whose system is not finite is solved as `I·x = 0` and its solution set to
+    NaN (the double `where`), so its derivative is zero, not `0·NaN`; and no
+    derivative raises (lineax's tangent and transposed solves raise on
+    non-finite input, whatever `throw`, and a rejected step's NaN states give
+    NaN cotangents to finite systems too: here they are carried as NaN, as any
+    other operation carries them, for the step's guard to select away)."""
+    ok = jnp.all(jnp.isfinite(matrix), axis=(-2, -1)) & jnp.all(
+        jnp.isfinite(b), axis=-1
+    )
+    eye = jnp.eye(matrix.shape[-1], dtype=matrix.dtype)
+    m = jnp.where(ok[:, None, None], matrix, eye)
+    y = jnp.where(ok[:, None], b, jnp.zeros_like(b))
 
     def one(m, y):
-        return lx.linear_solve(
-            lx.MatrixLinearOperator(m), y, lx.LU(), throw=False
-        ).value
+        return jax.scipy.linalg.lu_solve(jax.scipy.linalg.lu_factor(m), y)
 
-    return jax.vmap(one)(matrix, b)
+    return jnp.where(ok[:, None], jax.vmap(one)(m, y), jnp.nan)
 
 
 class MarkovScheme(AbstractCoupledKinetics):
@@ -78,7 +91,7 @@ class MarkovScheme(AbstractCoupledKinetics):
       with.
 
     **Update:** implicit Euler, `(I - dt·A)·x1 = x0`, one small dense LU
-    solve per compartment through lineax: L-stable for any `dt`, and, since
+    solve per compartment: L-stable for any `dt`, and, since
     `I - dt·A` is a nonsingular M-matrix, its solution is non-negative; it is
     then clipped at 0 against rounding and scaled to the total (`total`, or
     the total of `x0`), so populations stay non-negative and conserved to

@@ -63,6 +63,11 @@ class Section(eqx.Module):
     non-zero float64 numbers.
     """
 
+    # Plain attribute reads: equinox's `Module.__getattribute__` wraps bound
+    # methods as pytrees, a Python call on every read that loading and building
+    # many sections pay millions of times; this class has no methods to wrap.
+    __getattribute__ = object.__getattribute__
+
     name: str
     length: float
     diameter: float
@@ -174,6 +179,8 @@ class Insert(eqx.Module):
       every section of the cell.
     """
 
+    __getattribute__ = object.__getattribute__  # plain reads, as `Section`
+
     mechanism: AbstractMechanism
     sections: tuple[str, ...] | None = None
 
@@ -271,6 +278,8 @@ class Cell(eqx.Module):
     `sections[2].parent` for a parent that is not a section of the cell. The
     checks take time linear in the number of sections.
     """
+
+    __getattribute__ = object.__getattribute__  # plain reads, as `Section`
 
     name: str
     sections: tuple[Section, ...]

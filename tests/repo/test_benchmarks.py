@@ -208,6 +208,22 @@ def test_gradient_smoke(tmp_path):
     assert (tmp_path / "plots" / "gradient.png").stat().st_size > 1000
 
 
+def test_loading_smoke(tmp_path):
+    # Through the runner: rows for each size, rendered as the loading table; the
+    # benchmark's model is what it says (two compartments per section).
+    text, rows = _smoke("loading", tmp_path)
+    assert [r["sections"] for r in rows] == [20, 80]
+    assert all(
+        r["compartments"] == 2 * r["sections"]
+        and r["seconds"] > 0
+        and r["cpu_seconds"] > 0
+        and r["growth"] == rows[0]["growth"]
+        for r in rows
+    )
+    assert "## Loading and building model files" in text
+    assert "| 80 | " in text
+
+
 def _row(bench, case, dtype, ours_ms, jaxley_ms, neuron_ms=None):
     row = dict(benchmark=bench, case=case, ours="BackwardEuler", dtype=dtype)
     row |= dict(ours_ms=ours_ms, jaxley="bwd_euler", jaxley_ms=jaxley_ms)
