@@ -17,13 +17,10 @@ import numpy as np
 
 from ..morphology import (
     Cell,
-    Distance,
     Insert,
-    Properties,
     Section,
 )
 from ..morphology._discretise import half_conductance, section_area
-from ..morphology._expression import ExpressionError
 from ..morphology._regions import section_values
 from ._file_cells import morphology_cell, swc_cell
 from ._ions import read_cell_ions
@@ -31,6 +28,7 @@ from ._nmodl import nmodl_parameter_names
 from ._reader import key, Reader, suggest
 from ._registry import mechanism_parameters, REGISTRY
 from ._sections import cylinder, plain_cylinder
+from ._values import read_properties, read_sections, read_value
 
 
 SWC_OPTIONS = {
@@ -212,7 +210,7 @@ class CellReader:
                 cls = REGISTRY.mechanism(name, self.directory)
         sections = None
         if "sections" in raw:
-            sections = self.sections_list(raw["sections"], key(where, "sections"))
+            sections = read_sections(self.r, raw["sections"], key(where, "sections"))
         pw = key(where, "params")
         params = r.mapping(raw.get("params", {}), pw)
         allowed, required = mechanism_parameters(cls)
@@ -226,7 +224,7 @@ class CellReader:
                     f"unknown parameter of {name!r}{suggest(k, names)}; its "
                     f"parameters are {', '.join(sorted(names))}",
                 )
-            values[rename.get(k, k)] = self.value(v, key(pw, k))
+            values[rename.get(k, k)] = read_value(self.r, v, key(pw, k))
         missing = sorted(required - set(values))
         if missing:
             r.fail(pw, f"mechanism {name!r} needs parameters {missing}")
@@ -242,70 +240,6 @@ class CellReader:
                 mechanism = self.mechanisms[cache_key] = cls(**values)
         with r.at(where):
             return Insert(mechanism, sections)
-
-    def value(self, raw, where: str):
-        """A parameter value: a number, `{"distance": "expression"}` or
-        `{"values": [...]}` (one number per compartment of the entry's sections,
-        in order; as a NumPy array, checked against the sections by `cell`)."""
-        if isinstance(raw, dict):
-            if "values" in raw:
-                raw = self.r.table(raw, where, required=("values",))
-                vw = key(where, "values")
-                items = self.r.seq(raw["values"], vw)
-                if not items:
-                    self.r.fail(vw, "must not be empty")
-                return np.asarray(
-                    [self.r.number(v, f"{vw}[{i}]") for i, v in enumerate(items)]
-                )
-            raw = self.r.table(raw, where, optional=("distance", "values"))
-            if "distance" not in raw:
-                self.r.fail(where, "give {'distance': expression} or {'values': [...]}")
-            text = self.r.string(raw["distance"], key(where, "distance"))
-            try:
-                return Distance(text)
-            except ExpressionError as e:
-                self.r.fail(key(where, "distance"), str(e))
-        return self.r.number(raw, where)
-
-    def sections_list(self, raw, where: str) -> tuple[str, ...]:
-        items = self.r.seq(raw, where)
-        return tuple(self.r.string(s, f"{where}[{i}]") for i, s in enumerate(items))
-
-    def property_value(self, raw, where: str):
-        """`capacitance` or `axial_resistivity` of a `properties` entry: a number
-        > 0 or `{"distance": expression}`; for `capacitance` also
-        `{"values": [...]}`, one per compartment of the entry's sections (NEURON's
-        `Ra` is one value per section, its `cm` one per segment)."""
-        if not isinstance(raw, dict):
-            return self.r.number(raw, where, gt=0)
-        if "values" in raw and where.endswith("axial_resistivity"):
-            self.r.fail(
-                key(where, "values"),
-                "NEURON's Ra is one value per section (sec.Ra; there is no "
-                "seg.Ra): give a number or {'distance': expression} (evaluated at "
-                "each section's centre), or one properties entry per section",
-            )
-        return self.value(raw, where)
-
-    def properties(self, raw, where: str) -> list[Properties]:
-        r = self.r
-        out = []
-        for i, item in enumerate(r.seq(raw, where)):
-            w = f"{where}[{i}]"
-            item = r.table(
-                item, w, optional=("sections", "capacitance", "axial_resistivity")
-            )
-            sections = None
-            if "sections" in item:
-                sections = self.sections_list(item["sections"], key(w, "sections"))
-            values = {
-                k: self.property_value(item[k], key(w, k))
-                for k in ("capacitance", "axial_resistivity")
-                if k in item
-            }
-            with r.at(w):
-                out.append(Properties(sections, **values))
-        return out
 
     def cell(self, raw, where: str) -> tuple[Cell, SwcSource | None]:
         r = self.r
@@ -344,8 +278,8 @@ class CellReader:
                 "only a cell read from an SWC file ('swc') or a morphology file "
                 "('morphology') takes 'swc_options'",
             )
-        properties = self.properties(
-            raw.get("properties", []), key(where, "properties")
+        properties = read_properties(
+            self.r, raw.get("properties", []), key(where, "properties")
         )
         mw = key(where, "mechanisms")
         inserts = [
