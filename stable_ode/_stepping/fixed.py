@@ -28,6 +28,7 @@ from ._base import (
 from .check import check_terms
 from .fallback import where_failed
 from .guard import guard, missing_tolerances, NonFiniteGuard
+from .scan import grid_scan
 
 
 class FixedSteps(AbstractStepping):
@@ -37,9 +38,12 @@ class FixedSteps(AbstractStepping):
     state is ever accepted and the saved samples are the grid's.
 
     **The plain-first policy** (`plain_first=True`, the default): the grid is first
-    run with a plain `diffrax.StepTo`, which keeps no per-step finiteness test or
-    retry bookkeeping, and only if anything in that run came out non-finite (or the
-    step budget is short of the grid) is the safe solve run instead. Both give the
+    run plainly, with no per-step finiteness test or retry bookkeeping (where
+    nothing differentiates that run, as a `jax.lax.scan` of the solver's steps
+    over the grid, without `diffeqsolve`'s step control and output buffers; else
+    `diffeqsolve` with a `diffrax.StepTo`), and only if anything in that run came
+    out non-finite (or the step budget is short of the grid) is the safe solve run
+    instead. Both give the
     same steps, bit for bit, when nothing is non-finite, so the result is always
     the safe solve's. It pays where per-step overhead dominates (small models,
     `vmap`ped batches); it costs a second compiled loop (a call outside `jit`,
@@ -288,22 +292,29 @@ def _plain_run(model_y0, cfg: _Fixed, differentiated: bool):
     solver = cfg.solver
     if not differentiated and isinstance(solver, NonFiniteGuard):
         solver = solver.solver
-    fast = _grid_solve(model, y0, cfg, solver, dfx.StepTo(grid), n)
-    saved, final = fast.ys
-    final = jax.tree_util.tree_map(lambda x: x[0], final)
-    # A NaN or inf stays in the state once it appears: every state is updated
-    # from its previous value (`v1 = v0 + Δv`, `x1 = x0 + (inf - x0)·(...)`), and
-    # a non-finite gate or synapse state reaches `v` through the current on the
-    # next step. So the final state shows any non-finite step, and the recordings
-    # (values of `v`) need no check of their own.
-    ok = tree_all_finite(final) & (fast.result == dfx.RESULTS.successful)
+    if differentiated or not isinstance(cfg.progress_meter, dfx.NoProgressMeter):
+        fast = _grid_solve(model, y0, cfg, solver, dfx.StepTo(grid), n)
+        saved, final = fast.ys
+        final = jax.tree_util.tree_map(lambda x: x[0], final)
+        counts = tuple(
+            fast.stats[k]
+            for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")
+        )
+        fast_result = fast.result
+    else:
+        args = model if cfg.recorder.variables else None
+        saved, final, fast_result = grid_scan(
+            MembraneTerm(model), solver, grid, y0, args, cfg.recorder
+        )
+        counts = (n, n, 0)
+    ok = tree_all_finite(final) & (fast_result == dfx.RESULTS.successful)
     dtype = grid.dtype
 
     def take():
         stats = make_stats(
-            num_steps=fast.stats["num_steps"],
-            num_accepted=fast.stats["num_accepted_steps"],
-            num_rejected=fast.stats["num_rejected_steps"],
+            num_steps=counts[0],
+            num_accepted=counts[1],
+            num_rejected=counts[2],
             num_nonfinite_rejected=0,
             min_dt=jnp.min(grid[1:] - grid[:-1]),
             t_fail=jnp.inf,
@@ -312,7 +323,7 @@ def _plain_run(model_y0, cfg: _Fixed, differentiated: bool):
             saved[:: cfg.every],
             final,
             fixed_types(stats, dtype),
-            RESULTS.promote(fast.result),
+            RESULTS.promote(fast_result),
         )
 
     return take, ok
