@@ -62,12 +62,48 @@ def _dbbs():
     return [folder / f"glia__dbbs_mod_collection__{n}.mod" for n in DBBS_COMPILED]
 
 
+def _shared_temp(tmp_path_factory) -> _pathlib.Path:
+    """The session's temporary root that every `pytest-xdist` worker shares (each
+    worker's own folder is below it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if _os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _compiled(files, root: _pathlib.Path):
+    """`files` compiled by one `nrnivmodl` into `root`, in a folder named by their
+    contents and NEURON's version, under a lock: the first worker to get there
+    compiles, the others load its library. The library's path, or the compiler's
+    output (a string) if it failed."""
+    import fcntl
+    import hashlib
+
+    import neuron
+
+    digest = hashlib.sha256(neuron.__version__.encode())
+    for f in sorted(files, key=lambda f: f.name):
+        digest.update(f.name.encode() + f.read_bytes())
+    folder = root / f"neuron_mod_{digest.hexdigest()[:16]}"
+    lib = folder / "x86_64" / "libnrnmech.so"
+    with open(root / "neuron_mod.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not lib.is_file():
+            folder.mkdir(exist_ok=True)
+            for f in files:
+                _shutil.copy(f, folder / f.name)
+            proc = _subprocess.run(
+                ["nrnivmodl", "."], cwd=folder, capture_output=True, text=True
+            )
+            if proc.returncode != 0 or not lib.is_file():
+                return proc.stdout[-3000:] + "\n" + proc.stderr[-3000:]
+    return lib
+
+
 @_pytest.fixture(scope="session")
 def neuron_mechanisms(tmp_path_factory):
     """NEURON's `h`, with `stdrun.hoc` and every test `.mod` file (NEURON's demo
     channels from its wheel and the tests' own files) compiled once by
-    `nrnivmodl` into a temporary folder and loaded; skipped, saying why,
-    without NEURON or a C compiler."""
+    `nrnivmodl` into a temporary folder (once for all `pytest-xdist` workers)
+    and loaded; skipped, saying why, without NEURON or a C compiler."""
     _pytest.importorskip("neuron")
     cc = _shutil.which(_os.environ.get("CC", "cc")) or _shutil.which("gcc")
     if cc is None or _shutil.which("nrnivmodl") is None:
@@ -78,15 +114,10 @@ def neuron_mechanisms(tmp_path_factory):
 
     share = _pathlib.Path(importlib.util.find_spec("neuron").origin).parent
     demo = share / ".data" / "share" / "nrn" / "demo" / "release"
-    folder = tmp_path_factory.mktemp("neuron_mod")
-    for f in [demo / name for name in _DEMO_FILES] + list(_OWN_FILES) + _dbbs():
-        _shutil.copy(f, folder / f.name)
-    proc = _subprocess.run(
-        ["nrnivmodl", "."], cwd=folder, capture_output=True, text=True, check=False
-    )
-    lib = folder / "x86_64" / "libnrnmech.so"
-    if proc.returncode != 0 or not lib.is_file():
-        _pytest.fail(f"nrnivmodl failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    files = [demo / name for name in _DEMO_FILES] + list(_OWN_FILES) + _dbbs()
+    lib = _compiled(files, _shared_temp(tmp_path_factory))
+    if isinstance(lib, str):
+        _pytest.fail(f"nrnivmodl failed:\n{lib}")
     h.nrn_load_dll(str(lib))
     h.load_file("stdrun.hoc")
     return h
