@@ -1,0 +1,124 @@
+"""NEURON's order of the state updates within a fixed step (`BackwardEuler`).
+
+NEURON's `fadvance` at `secondorder = 0` computes every mechanism's current at
+the step's start (`nrn_rhs`: each ion's own "current" function first zeroes
+the ion's total current and, for an ion whose concentrations a mechanism
+writes, recomputes its Nernst reversal potential from the concentrations of
+that moment; then each mechanism adds its current), solves for the new
+voltage, and then calls each mechanism type's `nrn_state` in turn, in the
+order of NEURON's mechanism list (its type index, `AbstractMechanism
+.mechanism_type`). A mechanism's generated `nrn_state` copies the ion
+variables it uses from the ion into its own (`cai = _ion_cai; ica =
+_ion_ica;`), takes its step, and copies a concentration it writes back
+(`_ion_cai = cai;`, no `nrn_wrote_conc`: that is only called by
+`finitialize`). So, within one step:
+
+- a mechanism reading a concentration (`cai`) that a mechanism earlier in the
+  list writes sees the written value of this step; one earlier in the list
+  than the writer sees the value of the step's start;
+- every ion current (`ica`) a mechanism reads is the one of the step's start
+  (voltage and states of the start);
+- reversal potentials stay those of the step's start: NEURON recomputes them
+  from the new concentrations at the next step's current computation.
+
+`advance_in_order` does exactly this. A model in which no mechanism reads a
+concentration that another mechanism writes before it (every model without
+ions, and most with) takes the former path, all groups from the states of the
+step's start, with identical results.
+"""
+
+from .._group import MechanismGroup
+from .._ion_table import reads_current
+from .._state import group_states, State
+from ..mechanisms import IonView
+from ..mechanisms._scheme import map_kinetics
+from ._staggered import advance
+
+
+def _concentrations(group: MechanismGroup) -> tuple[set, set]:
+    """The `(ion, side)` concentrations (`side` "i" or "o") that `group`'s
+    mechanism reads, and those it writes."""
+    reads, writes = set(), set()
+    for use in group.mechanism.ions:
+        for side in ("i", "o"):
+            name = f"{use.ion}{side}"
+            if name in use.write:
+                writes.add((use.ion, side))
+            elif name in use.read:
+                reads.add((use.ion, side))
+    return reads, writes
+
+
+def neuron_order(model) -> tuple[tuple[int, ...], frozenset[int]] | None:
+    """NEURON's order of `model.groups` within a step (the mechanism groups by
+    `mechanism_type`, ties and the other groups in their order), and the
+    mechanism groups that read a concentration an earlier group in that order
+    writes; `None` when there is none (the order then changes nothing)."""
+    if not model.ions:
+        return None
+    mechs = model.mechanisms
+    order = sorted(
+        range(len(mechs)), key=lambda g: (mechs[g].mechanism.mechanism_type, g)
+    )
+    readers, written = set(), set()
+    for g in order:
+        reads, writes = _concentrations(mechs[g])
+        if reads & written:
+            readers.add(g)
+        written |= writes
+    if not readers:
+        return None
+    rest = tuple(range(len(mechs), len(model.groups)))
+    return tuple(order) + rest, frozenset(readers)
+
+
+def _with_concentrations(model, views, states) -> dict[str, IonView]:
+    """`views` with the concentrations that mechanisms write taken from
+    `states`; reversal potentials and currents as in `views`."""
+    out = {}
+    for ion in model.ions:
+        view = views[ion.name]
+        ci, co = view.inside, view.outside
+        for g, name in ion.writes_inside:
+            ci = model.mechanisms[g].put(ci, states[g][name])
+        for g, name in ion.writes_outside:
+            co = model.mechanisms[g].put(co, states[g][name])
+        out[ion.name] = IonView(
+            inside=ci,
+            outside=co,
+            reversal=view.reversal,
+            current=view.current,
+            valence=view.valence,
+        )
+    return out
+
+
+def advance_in_order(model, v1, y0: State, dt):
+    """The kinetics of every group and the states after `dt` (`State` at
+    voltages `v1`), NEURON's `nrn_state` sequence (module docstring): each
+    group's kinetics at `v1`, its states of the step's start, the ion
+    currents and reversal potentials of the step's start, and the
+    concentrations written by the groups before it in NEURON's order as they
+    are after their update.
+
+    **Returns:** `(kinetics, y1)`, `kinetics` a tuple in `State.groups` order.
+    """
+    plan = neuron_order(model)
+    if plan is None:
+        kin = model.kinetics(v1, y0.groups, current_v=y0.v)
+        return kin, advance(kin, y0, dt, v1)
+    order, readers = plan
+    views = model.ion_views(y0.v, y0.groups, currents=reads_current(model))
+    groups = model.groups
+    kin, new = [None] * len(groups), list(y0.groups)
+    for g in order:
+        group, x = groups[g], y0.groups[g]
+        if g in readers:
+            k = group.kinetics(model, v1, x, _with_concentrations(model, views, new))
+        elif isinstance(group, MechanismGroup) and group.uses_ions:
+            k = group.kinetics(model, v1, x, views)
+        else:
+            k = group.kinetics(model, v1, x)
+        kin[g] = k
+        new[g] = map_kinetics(lambda kk, xx: kk.update(xx, dt), k, x)
+    return group_states(kin), State(v=v1, groups=group_states(new))
