@@ -5,26 +5,32 @@ the step's start (`nrn_rhs`: each ion's own "current" function first zeroes
 the ion's total current and, for an ion whose concentrations a mechanism
 writes, recomputes its Nernst reversal potential from the concentrations of
 that moment; then each mechanism adds its current), solves for the new
-voltage, and then calls each mechanism type's `nrn_state` in turn, in the
-order of NEURON's mechanism list (its type index, `AbstractMechanism
-.mechanism_type`). A mechanism's generated `nrn_state` copies the ion
-variables it uses from the ion into its own (`cai = _ion_cai; ica =
-_ion_ica;`), takes its step, and copies a concentration it writes back
-(`_ion_cai = cai;`, no `nrn_wrote_conc`: that is only called by
-`finitialize`). So, within one step:
+voltage, and then calls each mechanism type's `nrn_state` in turn. A
+mechanism's generated `nrn_state` copies the ion variables it uses from the
+ion (`cai = _ion_cai; ica = _ion_ica;`), takes its step, and copies a
+concentration it writes back (`_ion_cai = cai;`; no `nrn_wrote_conc`, which
+only `finitialize` calls).
 
-- a mechanism reading a concentration (`cai`) that a mechanism earlier in the
-  list writes sees the written value of this step; one earlier in the list
-  than the writer sees the value of the step's start;
-- every ion current (`ica`) a mechanism reads is the one of the step's start
+The order of those calls is NEURON's `memb_order_`: mechanism types in the
+order they are registered (`AbstractMechanism.mechanism_type`), except that
+every mechanism that writes a concentration (`USEION ca WRITE cai`; its
+registration calls `nrn_writes_conc`) is moved in front of all the others,
+each one in front of those moved before it. So:
+
+- every mechanism that writes a concentration is advanced first, the one
+  registered last first; then every other mechanism, in registration order;
+- a mechanism reading a concentration (`cai`) sees the value this step's
+  update wrote when its writer is advanced before it (always, for a
+  mechanism that writes no concentration itself), else the step's start's;
+- every ion current a mechanism reads (`ica`) is the one of the step's start
   (voltage and states of the start);
 - reversal potentials stay those of the step's start: NEURON recomputes them
   from the new concentrations at the next step's current computation.
 
 `advance_in_order` does exactly this. A model in which no mechanism reads a
-concentration that another mechanism writes before it (every model without
-ions, and most with) takes the former path, all groups from the states of the
-step's start, with identical results.
+concentration that another one writes (every model without ions, and many
+with) takes the former path, all groups from the states of the step's start,
+with identical results.
 """
 
 from .._group import MechanismGroup
@@ -50,16 +56,21 @@ def _concentrations(group: MechanismGroup) -> tuple[set, set]:
 
 
 def neuron_order(model) -> tuple[tuple[int, ...], frozenset[int]] | None:
-    """NEURON's order of `model.groups` within a step (the mechanism groups by
-    `mechanism_type`, ties and the other groups in their order), and the
-    mechanism groups that read a concentration an earlier group in that order
-    writes; `None` when there is none (the order then changes nothing)."""
+    """NEURON's order of `model.groups` within a step (module docstring: the
+    mechanism groups writing a concentration by decreasing `mechanism_type`,
+    then the other mechanism groups by increasing `mechanism_type`, ties and
+    the synapse and point-process groups in their order), and the mechanism
+    groups that read a concentration an earlier group in that order writes;
+    `None` when there is none (the order then changes nothing)."""
     if not model.ions:
         return None
     mechs = model.mechanisms
-    order = sorted(
-        range(len(mechs)), key=lambda g: (mechs[g].mechanism.mechanism_type, g)
-    )
+
+    def key(g):
+        kind = mechs[g].mechanism.mechanism_type
+        return (0, -kind, g) if _concentrations(mechs[g])[1] else (1, kind, g)
+
+    order = sorted(range(len(mechs)), key=key)
     readers, written = set(), set()
     for g in order:
         reads, writes = _concentrations(mechs[g])

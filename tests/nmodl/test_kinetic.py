@@ -8,10 +8,11 @@ stops ~1e-6 relative from the exact steady state, which is ours).
 - `kmarkov.mod` (closed three-state scheme, `CONSERVE`): a `MarkovScheme`.
 - `kcascheme.mod` (ours: `~ c + cai <-> cca`, the binding rate proportional
   to `cai` that `capool.mod` fills from `cachan1.mod`'s `ica`): a
-  `MarkovScheme` whose rates follow the concentration. As in NEURON, whose
-  `nrn_state` calls run in the order of its mechanism list, the scheme
-  (registered after `capool`) reads the `cai` of the pool's update of the
-  same step: the files are loaded in NEURON's order.
+  `MarkovScheme` whose rates follow the concentration. NEURON advances the
+  mechanisms that write a concentration (`capool`) before all others, so the
+  scheme reads the `cai` of the pool's update of the same step; so does
+  `BackwardEuler`. `cabind.mod` (ours: the same scheme in a file NEURON
+  registers before `capool.mod`, case `kcab`): the same, whatever the order.
 - NEURON's `release.mod` (transmitter release driven by `cai`; `GenVes` a
   parameter species, `~ Ach <-> X (Aase, 0)`): a `LinearScheme` with a source.
 - `cakin.mod` (ours: a one-state pool, `~ cai << (flux)` from `ica`, relaxing
@@ -46,6 +47,7 @@ def mechs():
     # folder in name order): BackwardEuler advances mechanisms in that order
     return load_nmodl(
         [
+            OWN / "cabind.mod",
             DEMO / "cachan1.mod",
             DATA / "cakin.mod",
             OWN / "capool.mod",
@@ -67,6 +69,9 @@ def cases(m):
         "kca": ([*ca[0], m["kcascheme"](gbar=0.0005), so.HH()],
                 [*ca[1], ("kcascheme", {"gbar": 0.0005}), ("hh", {})], "kcascheme",
                 ("c", "cca", "o")),
+        "kcab": ([*ca[0], m["cabind"](gbar=0.0005), so.HH()],
+                  [*ca[1], ("cabind", {"gbar": 0.0005}), ("hh", {})], "cabind",
+                  ("c", "cca", "o")),
         "rel": ([*ca[0], m["trel"](), so.HH()], [*ca[1], ("trel", {}), ("hh", {})],
                 "trel", ("Ves", "B", "Ach", "X")),
         "cakin": ([m["cachan1"](imax=0.005), m["cakin"](), so.HH()],
@@ -128,18 +133,19 @@ def runs(mechs, neuron_mechanisms):
     y0 = model.init_state()
     # Start every scheme from NEURON's initial states (see the module docstring).
     groups, ours0 = list(y0.groups), {}
-    for name, (_, _, _, states) in c.items():
+    where = {type(g.mechanism).__name__: k for k, g in enumerate(model.mechanisms)}
+    for name, (_, _, suffix, states) in c.items():
         if states == ("cai",):
             continue
-        k = next(i for i, g in enumerate(groups) if set(states) <= set(g))
+        k = where[suffix]  # (an imported class is named by its SUFFIX)
         ours0[name] = {s: float(groups[k][s][0]) for s in states}
         groups[k] = {s: jnp.full(1, nrn[name, s][0]) for s in states}
     y0 = so.State(v=y0.v, groups=tuple(groups))
     sim = so.simulate(model, T1, DT, y0=y0, solver=so.BackwardEuler())
     final = {}
-    for name, (_, _, _, states) in c.items():
+    for name, (_, _, suffix, states) in c.items():
         if states != ("cai",):
-            g = next(g for g in sim.final_state.groups if set(states) <= set(g))
+            g = sim.final_state.groups[where[suffix]]
             final[name] = {s: float(g[s][0]) for s in states}
     rec = {k: np.asarray(v) for k, v in sim.recordings.items()}
     return rec, nrn, ours0, final
@@ -179,7 +185,7 @@ class _Env:
 
 
 @pytest.mark.neuron
-@pytest.mark.parametrize("name", ["km", "kca", "rel", "cakin"])
+@pytest.mark.parametrize("name", ["km", "kca", "kcab", "rel", "cakin"])
 def test_against_neuron(runs, name):
     rec, nrn, ours0, final = runs
     v, v_nrn = rec[name], nrn[name, "v"]
