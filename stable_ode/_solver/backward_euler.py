@@ -27,15 +27,17 @@ class BackwardEuler(AbstractVoltageSolver):
        through lineax (`lx.TridiagonalLinearOperator` + `lx.Tridiagonal()` for
        cables);
     2. states: each group's kinetics at the new `v1` (and the states of `t0`)
-       update its states over `dt` (gates: exact exponential update), group
-       after group in NEURON's mechanism order (`mechanism_type`), as NEURON's
-       `nrn_state` calls run: a mechanism reading a concentration (`cai`)
-       that an earlier one writes (a calcium pool) sees its value after this
-       step's update; the ion currents a mechanism reads (a calcium pool's
+       update its states over `dt` (gates: exact exponential update), in
+       NEURON's order (its `nrn_state` calls): the mechanisms that write a
+       concentration (a calcium pool's `cai`) first, the last registered
+       (`mechanism_type`) first, then the others; a mechanism reading a
+       concentration sees the value its writer computed in this step when
+       the writer comes before it (always, for a mechanism that writes no
+       concentration itself). The ion currents a mechanism reads (a pool's
        `ica`) and the reversal potentials are those of the step's start
        (`v0`, the states of `t0`), as NEURON computes them before the voltage
-       solve (see `_solver/_ordered.py`). Without such a reader the order
-       changes nothing.
+       solve (`_solver/_ordered.py`). Without such a reader the order changes
+       nothing.
 
     Unconditionally stable for the cable equation (L-stable voltage step); order 1.
 

@@ -97,13 +97,12 @@ class AbstractMechanism(eqx.Module):
     and vary only in the state's own value (see `AbstractKinetics`).
 
     `mechanism_type` (a class variable) is the mechanism's place in NEURON's
-    mechanism list, the order in which `BackwardEuler` advances mechanisms
-    within a step, as NEURON does (a mechanism reading a concentration that
-    an earlier one writes sees its new value; see `docs/ions.md`): NEURON's
-    type index for the built-ins (`Passive` 2, `HH` 7), and for every other
-    class a number above NEURON's built-ins, in the order the classes are
-    defined (`load_nmodl`: in the order of its files, as `nrnivmodl`
-    registers them). A subclass may set it.
+    mechanism list: NEURON's type index for the built-ins (`Passive` 2, `HH`
+    7), and for every other class a number above NEURON's built-ins, in the
+    order the classes are defined (`load_nmodl`: in the order of its files,
+    as `nrnivmodl` registers them). `BackwardEuler` advances the mechanisms
+    that write a concentration first, the highest `mechanism_type` first, as
+    NEURON does (see `docs/ions.md`); a subclass may set it.
 
     A mechanism written for the former interface, `gates(v, celsius) ->
     dict[str, Gate]` and `current(v, states, celsius)`, still works: the
