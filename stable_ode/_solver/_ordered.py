@@ -33,10 +33,13 @@ with) takes the former path, all groups from the states of the step's start,
 with identical results.
 """
 
+import jax.numpy as jnp
+
 from .._group import MechanismGroup
 from .._ion_table import reads_current
 from .._state import group_states, State
 from ..mechanisms import IonView
+from ..mechanisms._ions import nernst
 from ..mechanisms._scheme import map_kinetics
 from ._staggered import advance
 
@@ -133,3 +136,62 @@ def advance_in_order(model, v1, y0: State, dt):
         kin[g] = k
         new[g] = map_kinetics(lambda kk, xx: kk.update(xx, dt), k, x)
     return group_states(kin), State(v=v1, groups=group_states(new))
+
+
+def init_in_order(model, v):
+    """Every group's initial states at voltages `v` (mV) as NEURON's
+    `finitialize` computes them, or `None` when `neuron_order` is `None`.
+
+    NEURON runs each mechanism's `INITIAL` (`nrn_init`) in the order of its
+    state updates; a mechanism writing a concentration writes it to the ion
+    and recomputes the ion's Nernst reversal potential (`nrn_wrote_conc`), so
+    a mechanism after it initialises at that concentration and reversal
+    potential (a K(Ca) scheme's steady state at a pool's initial `cai`).
+
+    **Returns:** the groups' states as a tuple in `State.groups` order.
+    """
+    plan = neuron_order(model)
+    if plan is None:
+        return None
+    order, readers = plan
+    base = model.ion_views()
+    groups = model.groups
+    new = [None] * len(groups)
+    for g in order:
+        group = groups[g]
+        if g in readers:
+            new[g] = group.init_states(model, v, _initial_views(model, base, new))
+        elif isinstance(group, MechanismGroup) and group.uses_ions:
+            new[g] = group.init_states(model, v, base)
+        else:
+            new[g] = group.init_states(model, v)
+    return group_states(new)
+
+
+def _initial_views(model, views, states) -> dict[str, IonView]:
+    """`views` (the model's initial ions) with the concentrations written by
+    the groups already initialised (`states[g]` not `None`), and the Nernst
+    reversal potentials recomputed from them where they follow Nernst."""
+    out = {}
+    for ion in model.ions:
+        view = views[ion.name]
+        ci, co = view.inside, view.outside
+        for g, name in ion.writes_inside:
+            if states[g] is not None:
+                ci = model.mechanisms[g].put(ci, states[g][name])
+        for g, name in ion.writes_outside:
+            if states[g] is not None:
+                co = model.mechanisms[g].put(co, states[g][name])
+        e = view.reversal
+        if ion.any_nernst:
+            e = jnp.where(
+                ion.nernst != 0, nernst(ci, co, ion.valence, model.celsius), e
+            )
+        out[ion.name] = IonView(
+            inside=ci,
+            outside=co,
+            reversal=e,
+            current=view.current,
+            valence=view.valence,
+        )
+    return out

@@ -12,7 +12,9 @@ stops ~1e-6 relative from the exact steady state, which is ours).
   mechanisms that write a concentration (`capool`) before all others, so the
   scheme reads the `cai` of the pool's update of the same step; so does
   `BackwardEuler`. `cabind.mod` (ours: the same scheme in a file NEURON
-  registers before `capool.mod`, case `kcab`): the same, whatever the order.
+  registers before `capool.mod`, case `kcab`, its pool starting at 2e-4 mM):
+  the same, whatever the order, and its initial populations are the steady
+  state at the pool's initial `cai` (NEURON's `INITIAL`s run in that order).
 - NEURON's `release.mod` (transmitter release driven by `cai`; `GenVes` a
   parameter species, `~ Ach <-> X (Aase, 0)`): a `LinearScheme` with a source.
 - `cakin.mod` (ours: a one-state pool, `~ cai << (flux)` from `ica`, relaxing
@@ -60,17 +62,21 @@ def mechs():
 
 # case -> (ours, NEURON's (suffix, params), scheme mechanism, its states)
 def cases(m):
-    # capool starts at the ion's default cai (NEURON runs its INITIAL first)
+    # capool starts at the ion's default cai
     ca = ([m["cachan1"](imax=0.005), m["capool"](cainf=5e-5)],
           [("cachan1", {"imax": 0.005}), ("capool", {"cainf": 5e-5})])  # fmt: skip
+    # a pool starting away from the ion's default: the scheme's initial
+    # populations at the pool's initial cai, as NEURON's INITIALs run in order
+    ca2 = ([m["cachan1"](imax=0.005), m["capool"](cainf=2e-4)],
+           [("cachan1", {"imax": 0.005}), ("capool", {"cainf": 2e-4})])  # fmt: skip
     return {
         "km": ([so.HH(gkbar=0.0), m["kmarkov"]()],
                [("hh", {"gkbar": 0.0}), ("kmarkov", {})], "kmarkov", ("c1", "c2", "o")),
         "kca": ([*ca[0], m["kcascheme"](gbar=0.0005), so.HH()],
                 [*ca[1], ("kcascheme", {"gbar": 0.0005}), ("hh", {})], "kcascheme",
                 ("c", "cca", "o")),
-        "kcab": ([*ca[0], m["cabind"](gbar=0.0005), so.HH()],
-                  [*ca[1], ("cabind", {"gbar": 0.0005}), ("hh", {})], "cabind",
+        "kcab": ([*ca2[0], m["cabind"](gbar=0.0005), so.HH()],
+                  [*ca2[1], ("cabind", {"gbar": 0.0005}), ("hh", {})], "cabind",
                   ("c", "cca", "o")),
         "rel": ([*ca[0], m["trel"](), so.HH()], [*ca[1], ("trel", {}), ("hh", {})],
                 "trel", ("Ves", "B", "Ach", "X")),
