@@ -198,8 +198,14 @@ class MembraneModel(eqx.Module):
 
     def init_state(self) -> State:
         """Voltages at `v_init`, every group's states at their initial values
-        there (gates at steady state)."""
+        there (gates at steady state), in NEURON's order where a mechanism
+        reads a concentration another one writes (`_solver/_ordered.py`)."""
+        from ._solver._ordered import init_in_order
+
         v = self.v_init
+        ordered = init_in_order(self, v)
+        if ordered is not None:
+            return State(v=v, groups=ordered)
         if not self.ions:
             return State(
                 v=v, groups=group_states(g.init_states(self, v) for g in self.groups)

@@ -6,8 +6,8 @@ import lineax as lx
 
 from .._state import State
 from .._term import membrane_term, MembraneTerm
+from ._ordered import advance_in_order
 from ._staggered import (
-    advance,
     filtered_error,
     state_rhs,
     trapezoid_residual,
@@ -27,10 +27,17 @@ class BackwardEuler(AbstractVoltageSolver):
        through lineax (`lx.TridiagonalLinearOperator` + `lx.Tridiagonal()` for
        cables);
     2. states: each group's kinetics at the new `v1` (and the states of `t0`)
-       update its states over `dt` (gates: exact exponential update); the ion
-       currents a mechanism reads (a calcium pool's `ica`) are those of `v0`,
-       as in NEURON, whose state update follows the current computation of the
-       start of its step.
+       update its states over `dt` (gates: exact exponential update), in
+       NEURON's order (its `nrn_state` calls): the mechanisms that write a
+       concentration (a calcium pool's `cai`) first, the last registered
+       (`mechanism_type`) first, then the others; a mechanism reading a
+       concentration sees the value its writer computed in this step when
+       the writer comes before it (always, for a mechanism that writes no
+       concentration itself). The ion currents a mechanism reads (a pool's
+       `ica`) and the reversal potentials are those of the step's start
+       (`v0`, the states of `t0`), as NEURON computes them before the voltage
+       solve (`_solver/_ordered.py`). Without such a reader the order changes
+       nothing.
 
     Unconditionally stable for the cable equation (L-stable voltage step); order 1.
 
@@ -73,8 +80,7 @@ class BackwardEuler(AbstractVoltageSolver):
         dt = t1 - t0
         s = model.stimulus_density(0.5 * (t0 + t1))
         v1, dv0, g = voltage_step(term, y0, dt, s, 1.0, self.linear_solver)
-        kin1 = model.kinetics(v1, y0.groups, current_v=y0.v)
-        y1 = advance(kin1, y0, dt, v1)
+        kin1, y1 = advance_in_order(model, v1, y0, dt)
         f0 = state_rhs(term, y0, s, dv=dv0)
         f1 = state_rhs(term, y1, s, kin=kin1)
         y_error = filtered_error(

@@ -35,6 +35,11 @@ class CrankNicolson(AbstractVoltageSolver):
        (`jax.jvp`), stimuli sampled at `t0 + dt/2`; one lineax structured solve;
     3. states: as in step 1, over `dt/2` for frozen `v1`.
 
+    In steps 1 and 3 every group is advanced from the states of the half
+    step's start, the concentrations that mechanisms read included: not in
+    NEURON's order of state updates, which `BackwardEuler` follows to agree
+    with NEURON's `secondorder = 0` to rounding.
+
     Each sub-flow is integrated exactly (gates) or to second order (voltage), so
     the symmetric composition is order 2.
 

@@ -16,8 +16,10 @@ class ExponentialEuler(dfx.AbstractAdaptiveSolver):
     `dv/dt ≈ f0 + J·(v - v0)`, with `J` the exact diagonal Jacobian (ionic
     conductance from `jax.jvp`, plus the diagonal of the axial coupling):
     `v1 = v0 + dt·exprel(J·dt)·f0` (exact for a linear compartment); then every
-    state is updated by its kinetics for frozen `v1` (gates exactly). Stimuli are
-    sampled at `t0 + dt/2`.
+    state is updated by its kinetics for frozen `v1` (gates exactly), every
+    group from the states of the step's start (the concentrations that
+    mechanisms read included; `BackwardEuler` follows NEURON's order of state
+    updates instead). Stimuli are sampled at `t0 + dt/2`.
 
     Stable for any `dt` on isolated compartments; for cables the off-diagonal
     axial coupling is explicit, so use `BackwardEuler` or `CrankNicolson` there.

@@ -82,6 +82,12 @@ class ProbedMechanism(AbstractMechanism):
         """The wrapped mechanism's `UseIon`s."""
         return self.inner.ions
 
+    @property
+    def mechanism_type(self):
+        """The wrapped mechanism's place in NEURON's order (`BackwardEuler`
+        advances mechanisms in it)."""
+        return self.inner.mechanism_type
+
     def kinetics(self, v, states, env):
         kin = self.inner.kinetics(v, states, env)
         outputs = kinetics_values(kin, states)

@@ -11,6 +11,7 @@ for frozen voltage; vector-field solvers use `rhs`.
 """
 
 import abc
+import itertools
 from typing import ClassVar
 
 import equinox as eqx
@@ -53,6 +54,13 @@ def _kinetics_without_states(owner, v, env):
         ) from None
 
 
+# NEURON numbers mechanism types in the order it registers them: its built-ins
+# first (`pas` is 2, `hh` 7), then every loaded mechanism in load order. Other
+# mechanism classes take their place after NEURON's built-ins, in the order
+# they are defined (`load_nmodl` defines its classes in the order of its files).
+_MECHANISM_TYPES = itertools.count(100)
+
+
 class AbstractMechanism(eqx.Module):
     """A membrane mechanism: states and a transmembrane current.
 
@@ -88,6 +96,14 @@ class AbstractMechanism(eqx.Module):
     Every state's kinetics are evaluated at the states of the start of a stage
     and vary only in the state's own value (see `AbstractKinetics`).
 
+    `mechanism_type` (a class variable) is the mechanism's place in NEURON's
+    mechanism list: NEURON's type index for the built-ins (`Passive` 2, `HH`
+    7), and for every other class a number above NEURON's built-ins, in the
+    order the classes are defined (`load_nmodl`: in the order of its files,
+    as `nrnivmodl` registers them). `BackwardEuler` advances the mechanisms
+    that write a concentration first, the highest `mechanism_type` first, as
+    NEURON does (see `docs/ions.md`); a subclass may set it.
+
     A mechanism written for the former interface, `gates(v, celsius) ->
     dict[str, Gate]` and `current(v, states, celsius)`, still works: the
     default `kinetics` calls `gates(v, env.celsius)`, and `current` receives
@@ -98,6 +114,12 @@ class AbstractMechanism(eqx.Module):
     """
 
     ions: ClassVar[tuple[UseIon, ...]] = ()
+    mechanism_type: ClassVar[int] = 0
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "mechanism_type" not in cls.__dict__:
+            cls.mechanism_type = next(_MECHANISM_TYPES)
 
     def kinetics(
         self,

@@ -1,5 +1,7 @@
 """Hodgkin–Huxley squid axon channels, exactly NEURON's built-in `hh` mechanism."""
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
@@ -30,6 +32,8 @@ class HH(AbstractMechanism):
     Unlike NEURON, rates are not read from a table clamped at ±100 mV: they are
     exact at every voltage, and bounded only where `safe_exp` would overflow.
     """
+
+    mechanism_type: ClassVar[int] = 7  # NEURON's type index
 
     gnabar: Float[ArrayLike, "*n"] = 0.12
     gkbar: Float[ArrayLike, "*n"] = 0.036

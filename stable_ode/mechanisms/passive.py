@@ -1,5 +1,7 @@
 """Passive leak, exactly NEURON's `pas`."""
 
+from typing import ClassVar
+
 from jaxtyping import Array, ArrayLike, Float
 
 from ._base import AbstractMechanism
@@ -12,6 +14,8 @@ class Passive(AbstractMechanism):
     **Fields:** `g` conductance density, S/cm² (default 0.001); `e` reversal
     potential, mV (default -70), NEURON's defaults.
     """
+
+    mechanism_type: ClassVar[int] = 2  # NEURON's type index
 
     g: Float[ArrayLike, "*n"] = 0.001
     e: Float[ArrayLike, "*n"] = -70.0

@@ -63,3 +63,24 @@ class CaPool(so.AbstractMechanism):
 
     def init_states(self, v, env):
         return {"cai": env.ion("ca").inside}
+
+
+class CaGatedK(so.AbstractMechanism):
+    """A K channel gated by calcium (defined after `CaPool`, so later in
+    NEURON's order): `q' = (cai/(cai + kd) - q)·k`, `ik = gbar·q·(v - ek)`
+    (S/cm², mM, /ms)."""
+
+    ions: ClassVar = (
+        so.UseIon("ca", read=("cai",)),
+        so.UseIon("k", read=("ek",), write=("ik",)),
+    )
+    gbar: float = 0.01
+    kd: float = 1e-3
+    k: float = 0.5
+
+    def kinetics(self, v, states, env):
+        cai = env.ion("ca").inside
+        return {"q": so.Relaxation(inf=cai / (cai + self.kd), rate=self.k + 0 * v)}
+
+    def current(self, v, states, env):
+        return {"k": self.gbar * states["q"] * (v - env.ion("k").reversal)}

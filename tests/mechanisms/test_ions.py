@@ -9,9 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from ion_mechanisms import CaChan1, CaPool
+from ion_mechanisms import CaChan1, CaGatedK, CaPool
 
 import stable_ode as so
+from stable_ode._solver._ordered import neuron_order
 
 
 SITE = so.Site("c", "soma", 0.5)
@@ -271,9 +272,10 @@ def test_cell_ion_setting_errors():
 
 def test_concentration_stays_positive_float32_large_influx():
     """A 100-fold calcium influx (imax × 100) with a fast-removing pool, float32:
-    cai never negative nor non-finite, and it rises."""
+    cai never negative nor non-finite, and it rises; a K(Ca) channel reading
+    it within the step (NEURON's order) stays finite."""
     m = _model(
-        [so.HH(), CaChan1(imax=1.0), CaPool(decay=0.5, cainf=0.0)],
+        [so.HH(), CaChan1(imax=1.0), CaPool(decay=0.5, cainf=0.0), CaGatedK()],
         dtype=np.float32,
         recs=("cai", "v"),
     )
@@ -286,8 +288,12 @@ def test_concentration_stays_positive_float32_large_influx():
 def test_gradient_wrt_pool_parameter_matches_finite_differences():
     """d(loss)/d(decay) of the pool (through the states) and d(loss)/d(imax) of
     the channel (also directly through the recorded ica), against central
-    differences, float64."""
-    model = _model([so.HH(), CaChan1(imax=0.01), CaPool()], recs=("cai", "ica"))
+    differences, float64; with a K(Ca) channel that reads the pool's cai of
+    the same step (NEURON's order, `_solver/_ordered.py`) and shapes v."""
+    model = _model(
+        [so.HH(), CaChan1(imax=0.01), CaPool(), CaGatedK(gbar=0.05)],
+        recs=("cai", "ica", "v"),
+    )
 
     def loss(decay, imax):
         m = eqx.tree_at(
@@ -296,7 +302,7 @@ def test_gradient_wrt_pool_parameter_matches_finite_differences():
             (jnp.full((1,), decay), jnp.full((1,), imax)),
         )
         r = so.simulate(m, 6.0, 0.025).recordings
-        return jnp.mean(r["cai"]) * 1e4 + jnp.mean(r["ica"]) * 1e3
+        return jnp.mean(r["cai"]) * 1e4 + jnp.mean(r["ica"]) * 1e3 + jnp.mean(r["v"])
 
     d, i = 40.0, 0.01
     g = jax.grad(loss, argnums=(0, 1))(d, i)
@@ -314,14 +320,18 @@ def test_non_ion_model_has_no_ions():
 
 def test_diagnose_names_a_nonfinite_concentration():
     class Blowup(CaPool):
-        """A pool whose concentration becomes NaN once v passes -20 mV."""
+        """A pool whose concentration becomes NaN once v passes -20 mV (in
+        CaPool's place in NEURON's order, before CaGatedK, which reads it)."""
+
+        mechanism_type: ClassVar[int] = CaPool.mechanism_type
 
         def kinetics(self, v, states, env):
             kin = super().kinetics(v, states, env)["cai"]
             bad = jnp.where(v > -20.0, jnp.nan, 0.0)
             return {"cai": so.Relaxation(inf=kin.inf + bad, rate=kin.rate)}
 
-    m = _model([so.HH(), CaChan1(imax=0.01), Blowup()], recs=("v",))
+    m = _model([so.HH(), CaChan1(imax=0.01), Blowup(), CaGatedK()], recs=("v",))
+    assert neuron_order(m) is not None  # CaGatedK reads this step's cai
     d = so.diagnose(m, 5.0, 0.025)
     assert d.found
     text = str(d)
