@@ -44,6 +44,14 @@ class BuiltIon(eqx.Module):
     current_groups: tuple[int, ...] = eqx.field(static=True)
     any_nernst: bool = eqx.field(static=True)
 
+    def reversal_at(self, inside, outside, fixed, celsius):
+        """The reversal potential (mV) with concentrations `inside`/`outside`
+        (mM): Nernst at `celsius` (°C) where it follows Nernst, else `fixed`."""
+        if not self.any_nernst:
+            return fixed
+        e = nernst(inside, outside, self.valence, celsius)
+        return jnp.where(self.nernst != 0, e, fixed)
+
 
 def _check_use(mech_name: str, k: int, use) -> UseIon:
     where = f"mechanism {mech_name}: ions[{k}]"
@@ -245,11 +253,7 @@ def concentration_views(model, states=None) -> dict[str, IonView]:
             for g, name in ion.writes_outside:
                 group = model.mechanisms[g]
                 co = group.put(co, _written(group, states[g], name))
-        e = ion.reversal
-        if ion.any_nernst:
-            e = jnp.where(
-                ion.nernst != 0, nernst(ci, co, ion.valence, model.celsius), e
-            )
+        e = ion.reversal_at(ci, co, ion.reversal, model.celsius)
         views[ion.name] = IonView(
             inside=ci,
             outside=co,

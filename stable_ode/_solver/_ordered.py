@@ -33,13 +33,10 @@ with) takes the former path, all groups from the states of the step's start,
 with identical results.
 """
 
-import jax.numpy as jnp
-
 from .._group import MechanismGroup
 from .._ion_table import reads_current
 from .._state import group_states, State
 from ..mechanisms import IonView
-from ..mechanisms._ions import nernst
 from ..mechanisms._scheme import map_kinetics
 from ._staggered import advance
 
@@ -182,11 +179,7 @@ def _initial_views(model, views, states) -> dict[str, IonView]:
         for g, name in ion.writes_outside:
             if states[g] is not None:
                 co = model.mechanisms[g].put(co, states[g][name])
-        e = view.reversal
-        if ion.any_nernst:
-            e = jnp.where(
-                ion.nernst != 0, nernst(ci, co, ion.valence, model.celsius), e
-            )
+        e = ion.reversal_at(ci, co, view.reversal, model.celsius)
         out[ion.name] = IonView(
             inside=ci,
             outside=co,
