@@ -3,13 +3,14 @@
 A model file of many sections is mostly `{"name", "length", "diameter",
 "n_compartments", "parent"}` entries with valid values. `plain_cylinder` takes
 those without building the key paths of messages that will not be needed, and
-`cylinder` builds the `Section` without equinox's per-instance construction.
+`cylinder` (`stable_ode.morphology._cell`) builds the `Section` without
+equinox's per-instance construction.
 Anything else (another key, another type, a value out of range, a `Section`
 that refuses its values) goes the general way (`CellReader.section`), which
 reports it at its key.
 """
 
-from ..morphology import Section
+from ..morphology._cell import cylinder as cylinder
 from ._reader import _NAME
 
 
@@ -44,15 +45,3 @@ def plain_cylinder(raw, largest: float) -> tuple | None:
     ):
         return name, length, diameter, n, parent, float(x)
     return None
-
-
-def cylinder(name, length, diameter, n, parent, position) -> Section:
-    """`Section(name, length, diameter, n, parent, position)`: the same section,
-    through its own `__init__` and `__check_init__` but not equinox's
-    per-instance construction, which costs more than the section (it checks for
-    unset fields, converters and JAX arrays in static fields, which a cylinder's
-    plain values cannot have)."""
-    section = object.__new__(Section)
-    Section.__init__(section, name, length, diameter, n, parent, position)
-    Section.__check_init__(section)
-    return section

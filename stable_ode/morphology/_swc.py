@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._cell import Cell, Insert, Section
+from ._cell import Cell, cylinder, Insert, Section
 from ._geometry import n_compartments_d_lambda
 from ._swc_points import _NAME_TYPES, _parse, _Point, run_from, section_namer
 
@@ -167,7 +167,7 @@ def load_swc(
         if n_compartments is not None:
             return int(n_compartments)
         return n_compartments_d_lambda(
-            Section("_", length, diameter),
+            cylinder("_", length, diameter),
             capacitance,
             axial_resistivity,
             d_lambda,
@@ -230,9 +230,8 @@ def load_swc(
                 parent_, position_ = root_section, 0.0
         else:
             parent_, position_ = parent, position
-        sections.append(
-            Section(name_, length, diameter, nseg(length, diameter), parent_, position_)
-        )
+        n = nseg(length, diameter)
+        sections.append(cylinder(name_, length, diameter, n, parent_, position_))
         end = run[-1]
         queue.extend((c, name_, 1.0, False) for c in children[end.id])
     return Cell(
