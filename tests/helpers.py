@@ -3,6 +3,7 @@
 import os
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -117,3 +118,17 @@ def set_key(path, value):
         node[last] = value
 
     return edit
+
+
+def passive_input_resistance(model, index: int) -> float:
+    """Steady-state `ΔV/I` at compartment `index` of a model with `pas` alone
+    (its one mechanism group), MΩ."""
+    n = model.n_compartments
+    lap = np.asarray(jax.jacfwd(model.coupling.current)(np.zeros(n)))
+    (group,) = model.mechanisms
+    idx = np.asarray(group.index)
+    system = -lap
+    system[idx, idx] += np.asarray(group.mechanism.g) * np.asarray(model.area)[idx]
+    e = np.zeros(n)
+    e[index] = 1.0
+    return float(np.linalg.solve(system, e)[index]) * 1e-6

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import passive_input_resistance
 
 import stable_ode as so
 from stable_ode._neuron_import import from_neuron, FromNeuronError
@@ -131,7 +132,7 @@ def test_small_model_matches_neuron(neuron_settings):
 def test_pyramid_nrn_matches_neuron(neuron_settings):
     """NEURON's demo reconstruction (hoc, `pt3dadd` points, children at
     `soma(0.5)`), hh in the soma and pas elsewhere: every compartment's area and
-    `ri()` and the trace as NEURON's."""
+    `ri()`, the input resistance with pas alone, and the trace as NEURON's."""
     h = neuron_settings
     before = {s.name() for s in h.allsec()}
     h.load_file(str(_share() / "nrn" / "demo" / "pyramid.nrn"))
@@ -143,6 +144,17 @@ def test_pyramid_nrn_matches_neuron(neuron_settings):
             s.insert("pas")
             for seg in s:
                 seg.pas.g, seg.pas.e = 1e-4, -65
+        # the input resistance at soma(0.5) with pas alone: NEURON's Impedance
+        # at 0 Hz against the steady state of the converted model
+        h.finitialize(-65.0)
+        imp = h.Impedance()
+        imp.loc(0.5, sec=soma)
+        imp.compute(0)
+        converted = from_neuron(sections=[soma])
+        passive = so.load_spec(converted).model
+        at = passive.index(converted["cells"][0]["name"], "soma", 0.5)
+        rin = passive_input_resistance(passive, at)
+        assert abs(rin / imp.input(0.5, sec=soma) - 1) < 1e-9, rin
         soma.insert("hh")
         stim = h.IClamp(soma(0.5))
         stim.delay, stim.dur, stim.amp = 0.5, 3, 4.0

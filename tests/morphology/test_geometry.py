@@ -3,9 +3,9 @@
 
 import math
 
-import jax
 import numpy as np
 import pytest
+from helpers import passive_input_resistance
 
 import stable_ode as so
 from stable_ode.morphology import n_compartments_d_lambda
@@ -250,19 +250,6 @@ def test_branched_geometry_matches_neuron():
         assert rel(ri1, got["ri1"]) < 1e-9, sec.name
 
 
-def input_resistance(model, index: int) -> float:
-    """Steady-state `ΔV/I` at compartment `index` of a passive model, MΩ."""
-    n = model.n_compartments
-    lap = np.asarray(jax.jacfwd(model.coupling.current)(np.zeros(n)))
-    (group,) = model.mechanisms
-    g = np.asarray(group.mechanism.g) * np.asarray(model.area)[np.asarray(group.index)]
-    system = -lap
-    system[np.asarray(group.index), np.asarray(group.index)] += g
-    e = np.zeros(n)
-    e[index] = 1.0
-    return float(np.linalg.solve(system, e)[index]) * 1e-6
-
-
 @pytest.mark.neuron
 def test_input_resistance_matches_neuron():
     from neuron_reference import neuron_input_resistance
@@ -275,7 +262,7 @@ def test_input_resistance_matches_neuron():
         so.Site("cell", "mid", 0.7),
     ):
         r_nrn = neuron_input_resistance([cell], site)
-        ours = input_resistance(
+        ours = passive_input_resistance(
             model, model.index(site.cell, site.section, site.position)
         )
         assert rel(ours, r_nrn) < 1e-9, site
@@ -299,7 +286,8 @@ def test_input_resistance_matches_neuron():
     )
     flat_model = so.build([flat])
     i = model.index("cell", "tip", 0.5)
-    assert abs(input_resistance(flat_model, i) / input_resistance(model, i) - 1) > 1e-3
+    flat_rin = passive_input_resistance(flat_model, i)
+    assert abs(flat_rin / passive_input_resistance(model, i) - 1) > 1e-3
 
 
 @pytest.mark.neuron

@@ -12,9 +12,9 @@ again on the final segments), reads everything out and deletes its sections.
 import math
 import pathlib
 
-import jax
 import numpy as np
 import pytest
+from helpers import passive_input_resistance
 
 import stable_ode as so
 from stable_ode.morphology._geometry import compartment_areas, half_resistances
@@ -162,19 +162,6 @@ def _ours(path, **kw):
     )
 
 
-def _input_resistance(model, index):
-    """Steady-state ΔV/I at `index` with `pas` alone, MΩ."""
-    n = model.n_compartments
-    lap = np.asarray(jax.jacfwd(model.coupling.current)(np.zeros(n)))
-    (group,) = model.mechanisms
-    idx = np.asarray(group.index)
-    system = -lap
-    system[idx, idx] += np.asarray(group.mechanism.g) * np.asarray(model.area)[idx]
-    e = np.zeros(n)
-    e[index] = 1.0
-    return float(np.linalg.solve(system, e)[index]) * 1e-6
-
-
 @pytest.mark.neuron
 @pytest.mark.parametrize(
     "path", [CA1, ASC, *SMALL], ids=lambda p: p.stem if p in SMALL else p.suffix
@@ -214,7 +201,7 @@ def test_geometry_nseg_distance_and_input_resistance(neuron_cells, path):
         )
         < 1e-14
     )
-    rin = _input_resistance(model, model.index("c", "soma[0]", 0.5))
+    rin = passive_input_resistance(model, model.index("c", "soma[0]", 0.5))
     assert rel(rin, nrn["rin"]) < 1e-9
 
 
