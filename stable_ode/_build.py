@@ -3,6 +3,7 @@
 coupling structure for the compartment graph and the build-time check of
 every group's shapes."""
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 
@@ -15,9 +16,10 @@ from ._ion_table import build_ions, check_variable
 from ._misc import device_array
 from ._model import Layout, MembraneModel, Recording
 from ._network import build_connections, cast_params, Connections
+from ._record_states import is_state_variable, state_entries
 from ._stimulus import build_stimuli, Site, StepCurrent, TraceCurrent
 from .events._build import build_events, EVENT_RECORDINGS  # events
-from .mechanisms._ions import IonSpecies
+from .mechanisms._ions import ion_variable, IonSpecies
 from .mechanisms._scheme import kinetics_state_names, map_kinetics
 from .morphology._cell import Cell
 from .morphology._coupling import (
@@ -310,6 +312,15 @@ def build(
     if dup:
         raise ValueError(f"duplicate recording names {dup}")
     ion_table = build_ions(cells, offsets, groups, ions, n, dtype)
+    ion_names = [ion.name for ion in ion_table]
+    state_recs = [
+        r
+        for r in recordings
+        if r.variable != "v"
+        and ion_variable(r.variable, ion_names) is None
+        and is_state_variable(r.variable, groups)
+    ]
+    recordings = [r for r in recordings if r not in state_recs]
     variables = tuple(check_variable(r, ion_table) for r in recordings)
     layout = Layout(
         compartments=tuple(infos),
@@ -337,4 +348,10 @@ def build(
         point_processes=pp_groups,
     )
     check_shapes(model)
+    if state_recs:  # mechanism states ("m_hh"), recorded as point-process ones are
+        points = layout.point_recordings + tuple(
+            state_entries(model, state_recs, index_of)
+        )
+        layout = dataclasses.replace(layout, point_recordings=points)
+        model = dataclasses.replace(model, layout=layout)
     return model

@@ -310,9 +310,10 @@ def check_variable(rec, ion_table) -> str:
         f"an ion variable of this model's ions {ions} (e.g. 'ca' -> 'cai', 'cao', "
         "'eca', 'ica')"
         if ions
-        else "no ion variable: this model has no ions"
+        else "(this model has no ions, so no ion variable)"
     )
     raise ValueError(
-        f"recording {rec.name!r}: cannot record variable {var!r}: 'v' or {hint}; "
-        "mechanism states and RANGE variables (e.g. 'm_hh') are not supported yet"
+        f"recording {rec.name!r}: cannot record variable {var!r}: give 'v', a "
+        "state of a mechanism inserted there as '<state>_<suffix>' (e.g. 'm_hh'), "
+        f"or {hint}; RANGE variables that are not states are not supported yet"
     )

@@ -57,7 +57,9 @@ class Recording(eqx.Module):
     `variable`: `"v"` (membrane potential, mV, the default) or an ion's
     variable as NEURON names it: `"cai"`, `"cao"` (mM), `"eca"` (mV), `"ica"`
     (mA/cm², the ion's total membrane current), likewise for every ion of the
-    model. Mechanism states (`"m_hh"`) are not supported yet.
+    model; or a state of a mechanism inserted at the site, as NEURON names it:
+    `"<state>_<suffix>"` (`"m_hh"`; the suffix is an NMODL file's `SUFFIX`,
+    `hh`/`pas` for `HH`/`Passive`, else the mechanism's class name).
     """
 
     name: str

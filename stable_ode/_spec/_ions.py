@@ -2,6 +2,7 @@
 list, and checking a record's `variable` (see `docs/model-format.md`)."""
 
 from .._model import Recording
+from .._record_states import neuron_suffix
 from ..mechanisms._ions import ion_variable, IonSetting, IonSpecies
 from ._reader import key, Reader, suggest
 from ._registry import REGISTRY
@@ -58,18 +59,24 @@ def read_cell_ions(r: Reader, raw, where: str) -> list[IonSetting]:
 
 
 def check_variables(r: Reader, record, cells, ions: dict) -> None:
-    """Every record's `variable` is `v` or an ion variable of the model's ions
-    (used by a mechanism, or set in `ions`), else an error at its key path."""
+    """Every record's `variable` is `v`, an ion variable of the model's ions (used
+    by a mechanism, or set in `ions`) or `<state>_<suffix>` for a mechanism of the
+    model (which `build` checks against the site's mechanisms and their states),
+    else an error at its key path."""
     names = set(ions)
+    suffixes = set()
     for cell in cells:
         names.update(st.ion for st in cell.ions)
         for ins in cell.mechanisms:
             names.update(u.ion for u in getattr(ins.mechanism, "ions", ()))
+            suffixes.add(neuron_suffix(ins.mechanism))
     for i, rec in enumerate(record):
         if not isinstance(rec, Recording):  # events: a point-process variable
             continue
         var = rec.variable
         if var == "v" or ion_variable(var, names):
+            continue
+        if any(var.endswith("_" + x) and len(var) > len(x) + 1 for x in suffixes):
             continue
         choices = ["v"] + [
             f"{p}{n}{s}"
@@ -78,7 +85,9 @@ def check_variables(r: Reader, record, cells, ions: dict) -> None:
         ]
         r.fail(
             f"record[{i}].variable",
-            f"cannot record {var!r}{suggest(var, choices)}: 'v' or an ion variable "
-            f"of this model's ions {sorted(names)} ('cai', 'cao', 'eca', 'ica', ...); "
-            "mechanism states and RANGE variables (e.g. 'm_hh') are not supported yet",
+            f"cannot record {var!r}{suggest(var, choices)}: 'v', a state of a "
+            f"mechanism of the model as '<state>_<suffix>' (suffixes "
+            f"{sorted(suffixes)}; e.g. 'm_hh'), or an ion variable of this model's "
+            f"ions {sorted(names)} ('cai', 'cao', 'eca', 'ica', ...); RANGE "
+            "variables that are not states are not supported yet",
         )

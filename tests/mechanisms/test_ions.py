@@ -250,7 +250,7 @@ class _Pool2(CaPool):
         ([CaChan1()], {"ions": {"ca": so.IonSpecies(inside=-1.0)}}, "inside"),
         ([CaChan1()], {"ions": {"ca": so.IonSpecies(valence=0)}}, "valence"),
         ([CaChan1()], {"ions": {"ca": 3.0}}, "IonSpecies"),
-        ([CaChan1()], {"recs": ("m_hh",)}, "'m_hh'.*not supported yet"),
+        ([CaChan1()], {"recs": ("m_hh",)}, "cannot record variable 'm_hh'"),
         ([so.HH()], {"recs": ("cai",)}, "no ion variable"),
     ],
 )

@@ -1,0 +1,97 @@
+"""Recording a mechanism's state by NEURON's name (`m_hh`): against NEURON's
+`_ref_m_hh`, in a model file, and the errors naming the recording."""
+
+import numpy as np
+import pytest
+
+import stable_ode as so
+
+
+DT, T1 = 0.025, 10.0
+SOMA, DEND = so.Site("c", "soma", 0.5), so.Site("c", "dend", 0.5)
+STATES = ("m_hh", "h_hh", "n_hh")
+
+
+def _cell():
+    return so.Cell(
+        "c",
+        [so.Section("soma", 20.0, 20.0), so.Section("dend", 100.0, 2.0, 3, "soma")],
+        [so.Insert(so.HH(), ["soma"]), so.Insert(so.Passive(), ["dend"])],
+    )
+
+
+def _records():
+    return [so.Recording("v", SOMA)] + [so.Recording(s, SOMA, s) for s in STATES]
+
+
+@pytest.mark.neuron
+def test_hh_states_match_neuron():
+    from neuron import h
+
+    h.load_file("stdrun.hoc")
+    soma, dend = h.Section(name="rs_soma"), h.Section(name="rs_dend")
+    try:
+        soma.L = soma.diam = 20.0
+        dend.L, dend.diam, dend.nseg = 100.0, 2.0, 3
+        dend.connect(soma(1))
+        for s in (soma, dend):
+            s.Ra, s.cm = 35.4, 1.0
+        soma.insert("hh")
+        dend.insert("pas")
+        stim = h.IClamp(soma(0.5))
+        stim.delay, stim.dur, stim.amp = 1.0, 20.0, 0.3
+        vecs = {"v": h.Vector().record(soma(0.5)._ref_v)}
+        for s in STATES:
+            vecs[s] = h.Vector().record(getattr(soma(0.5), f"_ref_{s}"))
+        h.usetable_hh, h.secondorder, h.dt, h.celsius = 0, 0, DT, 6.3
+        h.CVode().active(0)
+        h.finitialize(-65.0)
+        for _ in range(round(T1 / DT)):
+            h.fadvance()
+        ref = {k: np.array(v) for k, v in vecs.items()}
+    finally:
+        h.delete_section(sec=dend)
+        h.delete_section(sec=soma)
+
+    model = so.build([_cell()], [so.StepCurrent(SOMA, 0.3, 1.0, 20.0)], _records())
+    rec = so.simulate(model, T1, DT).recordings
+    assert ref["v"].max() > 0  # it spikes
+    assert np.max(np.abs(np.asarray(rec["v"]) - ref["v"])) < 1e-9
+    for s in STATES:
+        err = np.max(np.abs(np.asarray(rec[s]) - ref[s]))
+        assert err < 1e-11, (s, err)
+
+
+def test_errors_name_the_recording():
+    with pytest.raises(ValueError, match="'gd': no mechanism named by 'm_hh'"):
+        so.build([_cell()], [], [so.Recording("gd", DEND, "m_hh")])
+    with pytest.raises(ValueError, match="'q': mechanism 'hh' has no state 'q'"):
+        so.build([_cell()], [], [so.Recording("q", SOMA, "q_hh")])
+    with pytest.raises(ValueError, match="cannot record variable 'm_xyz'"):
+        so.build([_cell()], [], [so.Recording("x", SOMA, "m_xyz")])
+
+
+def test_model_file_records_a_state():
+    spec = {
+        "format": "stable_ode.model/1",
+        "t_stop": 0.5,
+        "cells": [
+            {
+                "name": "c",
+                "sections": [{"name": "soma", "length": 20.0, "diameter": 20.0}],
+                "mechanisms": [{"name": "hh"}],
+            }
+        ],
+        "record": [
+            {"name": "m", "cell": "c", "section": "soma", "variable": "m_hh"},
+            {"name": "v", "cell": "c", "section": "soma"},
+        ],
+        "integration": {"dt": 0.025},
+    }
+    rec = so.load_spec(spec).simulate().recordings
+    m = np.asarray(rec["m"])
+    assert m.shape == np.asarray(rec["v"]).shape
+    assert 0.0 < m[0] < 0.1  # m_inf at -65 mV: 0.053
+    spec["record"][0]["variable"] = "m_pas"
+    with pytest.raises(so.SpecError, match=r"record\[0\]\.variable"):
+        so.load_spec(spec)
