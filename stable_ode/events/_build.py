@@ -148,12 +148,13 @@ def build_events(
                 )
             cell_netcons.append((j, type(pps[k]), entry_of[k], nc))
             continue
-        t = spike_times_of(source) + float(delay)
-        a = arrivals.setdefault(type(pps[k]), ([], [], [], []))
+        t = spike_times_of(source)
+        a = arrivals.setdefault(type(pps[k]), ([], [], [], [], []))
         a[0].append(t)
         a[1].append(np.full(t.shape, entry_of[k], np.int32))
         a[2].append(np.full(t.shape, len(a[3]), np.int32))
         a[3].append(weight)
+        a[4].append(delay)
 
     def params(kind, fields):
         ks = by_kind[kind]
@@ -178,9 +179,9 @@ def build_events(
         if kind in _GROUPS:
             arr = None
             if kind in arrivals and sum(t.size for t in arrivals[kind][0]):
-                t, e, n, w = arrivals[kind]
+                t, e, n, w, d = arrivals[kind]
                 arr = build_arrivals(
-                    np.concatenate(t), np.concatenate(e), np.concatenate(n), w, dtype
+                    np.concatenate(t), np.concatenate(e), np.concatenate(n), w, d, dtype
                 )
             fields = ("tau", "e") if kind is ExpSyn else ("tau1", "tau2", "e")
             p, _ = params(kind, fields)
@@ -223,9 +224,9 @@ def build_events(
         index = jnp.asarray([index_of(pps[k].site) for k in ks], jnp.int32)
         arr = None
         if kind in arrivals and sum(t.size for t in arrivals[kind][0]):
-            t, e, n, w = arrivals[kind]
+            t, e, n, w, d = arrivals[kind]
             arr = build_arrivals(
-                np.concatenate(t), np.concatenate(e), np.concatenate(n), w, dtype
+                np.concatenate(t), np.concatenate(e), np.concatenate(n), w, d, dtype
             )
         names_k = tuple(names[k] for k in ks)
         group = kind.make_point_process_group(

@@ -158,7 +158,9 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
     def jump_times(self, dtype):
         if self.arrivals is None:
             return jnp.zeros((0,), dtype)
-        t = self.arrivals.time.astype(dtype)
+        # Steps land on the arrivals; the gradient with respect to a delay
+        # flows through the delivered state (`jump`'s `age`), not the grid.
+        t = jax.lax.stop_gradient(self.arrivals.time).astype(dtype)
         return jnp.where(jnp.isfinite(t), t, t[0])
 
 

@@ -24,7 +24,7 @@ from .._results import RESULTS
 from .._solver._wrapped import AbstractWrappedSolver
 from .._state import group_states, State
 from .._term import membrane_term
-from ._arrivals import CellArrivals, is_time
+from ._arrivals import Arrivals, CellArrivals, is_time
 from ._groups import AbstractArrivalGroup, AbstractPointProcessGroup
 from ._sources import SpikeLog, ThresholdSources
 
@@ -219,7 +219,9 @@ def arrival_clip(controller, model):
 
 def event_outcome(model, final_state, result, stats):
     """`(result, stats)` with `RESULTS.event_overflow` (and `t_fail` the time
-    of the first lost spike) if a threshold source overflowed."""
+    of the first lost spike) if a threshold source overflowed, or
+    `RESULTS.event_order` (`t_fail` the first arrival out of order) if the
+    delays of known sources no longer keep their build-time order."""
     for g, x in zip(model.groups, final_state.groups):
         if isinstance(g, (ThresholdSources, SpikeLog)):
             t = x["overflow"]
@@ -230,6 +232,13 @@ def event_outcome(model, final_state, result, stats):
             result = RESULTS.where(lost & ok, RESULTS.event_overflow, result)
             t_fail = jnp.where(lost & ok, t_lost, stats["t_fail"])
             stats = {**stats, "t_fail": t_fail}
+    for g in model.groups:
+        arrivals = getattr(g, "arrivals", None)
+        if isinstance(arrivals, Arrivals):
+            t_bad = arrivals.disorder().astype(stats["t_fail"].dtype)
+            bad = jnp.isfinite(t_bad) & (result == RESULTS.successful)
+            result = RESULTS.where(bad, RESULTS.event_order, result)
+            stats = {**stats, "t_fail": jnp.where(bad, t_bad, stats["t_fail"])}
     return result, stats
 
 
