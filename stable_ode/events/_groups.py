@@ -116,11 +116,29 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
     delivery hooks, in terms of `jump`."""
 
     arrivals: eqx.AbstractVar[Arrivals | None]
+    in_step: ClassVar[bool] = False
+    """Whether the group has the state `x` (µS): the mean conductance, over
+    the step, of the arrivals strictly inside it (`average`), which its
+    current adds to the voltage's step (so a fixed step sees an arrival from
+    its time on, and the forward pass is continuous in the arrival time)."""
 
     @abc.abstractmethod
     def jump(self, entry, w, age) -> dict[str, Array]:
         """The increments of the states by arrivals at synapses `entry` with
         weights `w` (µS), decayed over `age` ms since their arrival."""
+
+    def average(self, entry, w, age, dt):
+        """The mean conductance (µS) over a step of `dt` ms of arrivals
+        `age` ms before its end (`in_step` groups)."""
+        raise NotImplementedError
+
+    def in_step_jump(self, dt):
+        """`jump` for the `x` state: the mean over a step of `dt` ms."""
+
+        def jump(entry, w, age):
+            return {"x": self.average(entry, w, age, dt)}
+
+        return jump
 
     def cell_arrivals(self) -> CellArrivals | None:
         """The NetCons from threshold sources into this group, or `None` (the
@@ -130,12 +148,15 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         return None
 
     def before_step(self, t0, t1, t_start, states, span):
-        del t1
         t_done = jnp.maximum(states["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
         out = dict(
             _deliver(self.arrivals, states, t_done, t0, t0, span, True, self.jump)
         )
         out["t_delivered"] = jnp.full_like(states["t_delivered"], t0)
+        if self.in_step:
+            out["x"] = jnp.zeros_like(out["x"])
+            jump = self.in_step_jump(t1 - t0)
+            out = _deliver(self.arrivals, out, t0, t1, t1, span, False, jump)
         return out
 
     def after_step(self, t0, t1, v1, states, span):
@@ -147,6 +168,8 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         out["t_delivered"] = jnp.full_like(
             states["t_delivered"], jnp.nextafter(t1, -jnp.inf)
         )
+        if self.in_step:  # in the states now
+            out["x"] = jnp.zeros_like(out["x"])
         return self.with_current(v1, out)
 
     def with_current(self, v, states):
@@ -178,8 +201,14 @@ class ExpSynGroup(AbstractArrivalGroup):
     names: tuple[str, ...] = eqx.field(static=True)
     kind: str = eqx.field(static=True, default="ExpSyn")
 
+    in_step: ClassVar[bool] = True
+
     def jump(self, entry, w, age):
         return {"g": w * jnp.exp(-age / self.tau[entry])}
+
+    def average(self, entry, w, age, dt):
+        tau = self.tau[entry]
+        return w * tau * -jnp.expm1(-age / tau) / dt
 
     def kinetics(self, model, v, states):
         del model, v
@@ -188,15 +217,16 @@ class ExpSynGroup(AbstractArrivalGroup):
             "g": Relaxation(inf=jnp.zeros_like(g), rate=1.0 / self.tau),
             "t_delivered": Held(),
             "i": Held(),
+            "x": Held(),
         }
 
     def current(self, model, v, states):
         del model
-        return states["g"] * (v[self.index] - self.e)
+        return (states["g"] + states["x"]) * (v[self.index] - self.e)
 
     def init_states(self, model, v):
         z = jnp.zeros_like(self.tau)
-        return {"g": z, "t_delivered": jnp.full_like(z, _T_NONE), "i": z}
+        return {"g": z, "t_delivered": jnp.full_like(z, _T_NONE), "i": z, "x": z}
 
     def cell_arrivals(self):
         return self.cell
@@ -230,6 +260,8 @@ class Exp2SynGroup(AbstractArrivalGroup):
     names: tuple[str, ...] = eqx.field(static=True)
     kind: str = eqx.field(static=True, default="Exp2Syn")
 
+    in_step: ClassVar[bool] = True
+
     def jump(self, entry, w, age):
         tau1, factor = _exp2_taus(self.tau1, self.tau2)
         a = w * factor[entry]
@@ -237,6 +269,13 @@ class Exp2SynGroup(AbstractArrivalGroup):
             "A": a * jnp.exp(-age / tau1[entry]),
             "B": a * jnp.exp(-age / self.tau2[entry]),
         }
+
+    def average(self, entry, w, age, dt):
+        tau1, factor = _exp2_taus(self.tau1, self.tau2)
+        t1, t2 = tau1[entry], self.tau2[entry]
+        mean_b = t2 * -jnp.expm1(-age / t2)
+        mean_a = t1 * -jnp.expm1(-age / t1)
+        return w * factor[entry] * (mean_b - mean_a) / dt
 
     def kinetics(self, model, v, states):
         del model, v
@@ -247,15 +286,18 @@ class Exp2SynGroup(AbstractArrivalGroup):
             "B": Relaxation(inf=z, rate=1.0 / self.tau2),
             "t_delivered": Held(),
             "i": Held(),
+            "x": Held(),
         }
 
     def current(self, model, v, states):
         del model
-        return (states["B"] - states["A"]) * (v[self.index] - self.e)
+        g = states["B"] - states["A"] + states["x"]
+        return g * (v[self.index] - self.e)
 
     def init_states(self, model, v):
         z = jnp.zeros_like(self.tau2)
-        return {"A": z, "B": z, "t_delivered": jnp.full_like(z, _T_NONE), "i": z}
+        t = jnp.full_like(z, _T_NONE)
+        return {"A": z, "B": z, "t_delivered": t, "i": z, "x": z}
 
     def cell_arrivals(self):
         return self.cell
