@@ -3,6 +3,7 @@ kind, NetCons into each synapse group's sorted `Arrivals`, IClamps into
 `StepCurrent`s, and point-process recordings into `(name, group, variable,
 entry)` entries."""
 
+from collections import Counter
 from collections.abc import Sequence
 
 import equinox as eqx
@@ -91,7 +92,7 @@ def build_events(
                 f"must be one of {sorted(POINT_PROCESS_KINDS)}, got {pp!r}",
             )
         names.append(_name(pp, k, counts))
-    dup = {n for n in names if names.count(n) > 1}
+    dup = {n for n, c in Counter(names).items() if c > 1}  # O(n), not names.count
     if dup:
         raise InvalidArgument(
             "build", "point_processes", f"duplicate names {sorted(dup)}"
