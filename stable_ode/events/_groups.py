@@ -140,6 +140,18 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
 
         return jump
 
+    def onset_jump(self, dt):
+        """`jump` for the `x` state of arrivals at the step's start (`age` 0
+        up to rounding): `w·age/dt`, zero in value, whose derivative with
+        respect to the arrival time, `-w/dt`, is the onset term of moving
+        the arrival into the step (as `in_step_jump`'s at `age -> dt`)."""
+
+        def jump(entry, w, age):
+            del entry
+            return {"x": w * age / dt}
+
+        return jump
+
     def cell_arrivals(self) -> CellArrivals | None:
         """The NetCons from threshold sources into this group, or `None` (the
         default). The event stepping delivers them after `before_step` and
@@ -155,6 +167,8 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         out["t_delivered"] = jnp.full_like(states["t_delivered"], t0)
         if self.in_step:
             out["x"] = jnp.zeros_like(out["x"])
+            onset = self.onset_jump(t1 - t0)
+            out = _deliver(self.arrivals, out, t_done, t0, t0, span, True, onset)
             jump = self.in_step_jump(t1 - t0)
             out = _deliver(self.arrivals, out, t0, t1, t1, span, False, jump)
         return out

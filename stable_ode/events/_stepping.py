@@ -99,6 +99,7 @@ class EventSteps(AbstractWrappedSolver):
             t_lo = jnp.maximum(x["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
             y = cell.deliver(y, ring0, t_lo, t0, t0, True, g.jump)
             if g.in_step:  # the mean over the step of those inside it
+                y = cell.deliver(y, ring0, t_lo, t0, t0, True, g.onset_jump(t1 - t0))
                 y = cell.deliver(y, ring0, t0, t1, t1, False, g.in_step_jump(t1 - t0))
             return y
 
