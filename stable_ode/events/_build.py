@@ -13,7 +13,7 @@ import numpy as np
 from .._errors import InvalidArgument
 from .._stimulus import Site, StepCurrent
 from ._arrivals import build_arrivals
-from ._groups import AlphaSynapseGroup, Exp2SynGroup, ExpSynGroup, SEClampGroup
+from ._groups import Exp2SynGroup, ExpSynGroup
 from ._netcon import NetCon, spike_times_of
 from ._processes import (
     AlphaSynapse,
@@ -25,6 +25,7 @@ from ._processes import (
     VClamp,
 )
 from ._sources import build_sources, SpikeRecording
+from ._timed import AlphaSynapseGroup, SEClampGroup
 from ._vclamp import VClampGroup
 
 
