@@ -31,3 +31,9 @@ class RESULTS(dfx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "lost. The solve ran on; the time is the first lost spike's. Raise "
         "max_pending or max_spikes."
     )
+    event_order = (
+        "The NetCon delays of the model (changed after build, e.g. with "
+        "eqx.tree_at) put the arrivals of spike-time or NetStim sources out of the "
+        "order they were sorted in at build time, so they were not delivered "
+        "correctly. Build the model again with the new delays."
+    )

@@ -3,12 +3,8 @@ the record entries `{"name", "point_process", "variable"}` (see
 `docs/model-format.md`, "Point processes and NetCons")."""
 
 from ..events import NetCon, NetStim, PointRecording, SpikeRecording, SpikeTimes
-from ..events._groups import (
-    AlphaSynapseGroup,
-    Exp2SynGroup,
-    ExpSynGroup,
-    SEClampGroup,
-)
+from ..events._groups import Exp2SynGroup, ExpSynGroup
+from ..events._timed import AlphaSynapseGroup, SEClampGroup
 from ..events._vclamp import VClampGroup
 from ._reader import key, listing, Reader, suggest
 from ._registry import REGISTRY

@@ -39,15 +39,35 @@ def window_table(times: np.ndarray) -> tuple[int, ...]:
 class Arrivals(eqx.Module):
     """The NetCon arrivals at one group, sorted by time.
 
-    **Fields:** `time` (ms, sorted, padded with `+inf`), `entry` (which
-    synapse of the group), `netcon` (which of `weight`), `weight` (one per
-    NetCon, µS: the differentiable parameter), `table` (`window_table`)."""
+    **Fields:** `spike` (ms, the source's spike times, in the order of the
+    arrivals, padded with `+inf`), `entry` (which synapse of the group),
+    `netcon` (which of `weight` and `delay`), `weight` (one per NetCon, µS)
+    and `delay` (one per NetCon, ms; both differentiable), `table`
+    (`window_table`). An arrival's time is `spike + delay[netcon]`.
 
-    time: Float[Array, " m"]
+    The order is that of the delays given to `build`: a model whose delays
+    are changed afterwards (`eqx.tree_at`) must keep the arrivals in the same
+    order (as any gradient or small perturbation does); `simulate` reports
+    `RESULTS.event_order` otherwise (`disorder`)."""
+
+    spike: Float[Array, " m"]
     entry: Int[Array, " m"]
     netcon: Int[Array, " m"]
     weight: Float[Array, " nnetcon"]
+    delay: Float[Array, " nnetcon"]
     table: tuple[int, ...] = eqx.field(static=True)
+
+    @property
+    def time(self) -> Float[Array, " m"]:
+        """The arrival times, ms (`+inf` in the padding)."""
+        return self.spike + self.delay[self.netcon]
+
+    def disorder(self):
+        """The earliest arrival time (ms) out of the build-time order, `inf`
+        if they are still sorted."""
+        t = jax.lax.stop_gradient(self.time)
+        bad = t[1:] < t[:-1]
+        return jnp.min(jnp.where(bad, t[1:], jnp.inf), initial=jnp.inf)
 
     def window(self, span: float) -> int:
         """The window size for delivery intervals up to `span` ms long."""
@@ -57,36 +77,42 @@ class Arrivals(eqx.Module):
     def select(self, t_lo, t_hi, span: float, closed: bool):
         """The arrivals with `t_lo < time <= t_hi` (`< t_hi` unless `closed`):
         `(time, entry, weight, mask, overflow)` over a window of `window(span)`
-        arrivals; `overflow` is whether more arrivals lie in the interval."""
+        arrivals; `overflow` is whether more arrivals lie in the interval.
+        `time` carries the gradient with respect to the delays."""
         w = self.window(span)
-        time = jax.lax.stop_gradient(self.time)
+        time_d = self.time
+        time = jax.lax.stop_gradient(time_d)
         lo = jnp.searchsorted(time, t_lo, side="right").astype(jnp.int32)
         hi = jnp.searchsorted(time, t_hi, side="right" if closed else "left")
         hi = hi.astype(jnp.int32)
         # The padding keeps `lo + w` in range.
         lo = jnp.minimum(lo, jnp.int32(time.shape[0] - w))
-        t = jax.lax.dynamic_slice_in_dim(time, lo, w)
+        t = jax.lax.dynamic_slice_in_dim(time_d, lo, w)
         entry = jax.lax.dynamic_slice_in_dim(self.entry, lo, w)
         nc = jax.lax.dynamic_slice_in_dim(self.netcon, lo, w)
         mask = (lo + jnp.arange(w, dtype=jnp.int32)) < hi
         return t, entry, self.weight[nc], mask, (hi - lo) > w
 
 
-def build_arrivals(times, entries, netcons, weights, dtype) -> Arrivals:
-    """`Arrivals` from per-arrival NumPy `times`, `entries`, `netcons` and the
-    per-NetCon `weights`."""
-    times = np.asarray(times, dtype=float)
+def build_arrivals(spikes, entries, netcons, weights, delays, dtype) -> Arrivals:
+    """`Arrivals` from per-arrival NumPy `spikes` (ms), `entries`, `netcons`
+    and the per-NetCon `weights` (µS) and `delays` (ms)."""
+    spikes = np.asarray(spikes, dtype=float)
+    netcons = np.asarray(netcons, np.int32)
+    delays = np.asarray(delays, dtype=float)
+    times = spikes + delays[netcons]
     order = np.argsort(times, kind="stable")
     table = window_table(times)
     pad = max(table)
-    t = np.concatenate([times[order], np.full((pad,), np.inf)])
+    s = np.concatenate([spikes[order], np.full((pad,), np.inf)])
     e = np.concatenate([np.asarray(entries, np.int32)[order], np.zeros(pad, np.int32)])
-    n = np.concatenate([np.asarray(netcons, np.int32)[order], np.zeros(pad, np.int32)])
+    n = np.concatenate([netcons[order], np.zeros(pad, np.int32)])
     return Arrivals(
-        time=jnp.asarray(t, dtype),
+        spike=jnp.asarray(s, dtype),
         entry=jnp.asarray(e),
         netcon=jnp.asarray(n),
         weight=jnp.asarray(np.asarray(weights, dtype=float), dtype),
+        delay=jnp.asarray(delays, dtype),
         table=table,
     )
 

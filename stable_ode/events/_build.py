@@ -3,6 +3,7 @@ kind, NetCons into each synapse group's sorted `Arrivals`, IClamps into
 `StepCurrent`s, and point-process recordings into `(name, group, variable,
 entry)` entries."""
 
+from collections import Counter
 from collections.abc import Sequence
 
 import equinox as eqx
@@ -12,7 +13,7 @@ import numpy as np
 from .._errors import InvalidArgument
 from .._stimulus import Site, StepCurrent
 from ._arrivals import build_arrivals
-from ._groups import AlphaSynapseGroup, Exp2SynGroup, ExpSynGroup, SEClampGroup
+from ._groups import Exp2SynGroup, ExpSynGroup
 from ._netcon import NetCon, spike_times_of
 from ._processes import (
     AlphaSynapse,
@@ -24,6 +25,7 @@ from ._processes import (
     VClamp,
 )
 from ._sources import build_sources, SpikeRecording
+from ._timed import AlphaSynapseGroup, SEClampGroup
 from ._vclamp import VClampGroup
 
 
@@ -91,7 +93,7 @@ def build_events(
                 f"must be one of {sorted(POINT_PROCESS_KINDS)}, got {pp!r}",
             )
         names.append(_name(pp, k, counts))
-    dup = {n for n in names if names.count(n) > 1}
+    dup = {n for n, c in Counter(names).items() if c > 1}  # O(n), not names.count
     if dup:
         raise InvalidArgument(
             "build", "point_processes", f"duplicate names {sorted(dup)}"
@@ -148,12 +150,13 @@ def build_events(
                 )
             cell_netcons.append((j, type(pps[k]), entry_of[k], nc))
             continue
-        t = spike_times_of(source) + float(delay)
-        a = arrivals.setdefault(type(pps[k]), ([], [], [], []))
+        t = spike_times_of(source)
+        a = arrivals.setdefault(type(pps[k]), ([], [], [], [], []))
         a[0].append(t)
         a[1].append(np.full(t.shape, entry_of[k], np.int32))
         a[2].append(np.full(t.shape, len(a[3]), np.int32))
         a[3].append(weight)
+        a[4].append(delay)
 
     def params(kind, fields):
         ks = by_kind[kind]
@@ -178,9 +181,9 @@ def build_events(
         if kind in _GROUPS:
             arr = None
             if kind in arrivals and sum(t.size for t in arrivals[kind][0]):
-                t, e, n, w = arrivals[kind]
+                t, e, n, w, d = arrivals[kind]
                 arr = build_arrivals(
-                    np.concatenate(t), np.concatenate(e), np.concatenate(n), w, dtype
+                    np.concatenate(t), np.concatenate(e), np.concatenate(n), w, d, dtype
                 )
             fields = ("tau", "e") if kind is ExpSyn else ("tau1", "tau2", "e")
             p, _ = params(kind, fields)
@@ -223,9 +226,9 @@ def build_events(
         index = jnp.asarray([index_of(pps[k].site) for k in ks], jnp.int32)
         arr = None
         if kind in arrivals and sum(t.size for t in arrivals[kind][0]):
-            t, e, n, w = arrivals[kind]
+            t, e, n, w, d = arrivals[kind]
             arr = build_arrivals(
-                np.concatenate(t), np.concatenate(e), np.concatenate(n), w, dtype
+                np.concatenate(t), np.concatenate(e), np.concatenate(n), w, d, dtype
             )
         names_k = tuple(names[k] for k in ks)
         group = kind.make_point_process_group(

@@ -11,7 +11,9 @@ every step:
   time to `t1`; a clamp's recorded current at the new voltage `v1`).
 
 Time-dependent quantities are held as states that the step keeps constant
-(`Held` kinetics) and the hooks set, so every solver sees them.
+(`Held` kinetics) and the hooks set, so every solver sees them. The kinds
+driven by time alone (`AlphaSynapse`, `SEClamp`) are in
+`stable_ode.events._timed`.
 """
 
 import abc
@@ -116,11 +118,41 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
     delivery hooks, in terms of `jump`."""
 
     arrivals: eqx.AbstractVar[Arrivals | None]
+    in_step: ClassVar[bool] = False
+    """Whether the group has the state `x` (µS): the mean conductance, over
+    the step, of the arrivals strictly inside it (`average`), which its
+    current adds to the voltage's step (so a fixed step sees an arrival from
+    its time on, and the forward pass is continuous in the arrival time)."""
 
     @abc.abstractmethod
     def jump(self, entry, w, age) -> dict[str, Array]:
         """The increments of the states by arrivals at synapses `entry` with
         weights `w` (µS), decayed over `age` ms since their arrival."""
+
+    def average(self, entry, w, age, dt):
+        """The mean conductance (µS) over a step of `dt` ms of arrivals
+        `age` ms before its end (`in_step` groups)."""
+        raise NotImplementedError
+
+    def in_step_jump(self, dt):
+        """`jump` for the `x` state: the mean over a step of `dt` ms."""
+
+        def jump(entry, w, age):
+            return {"x": self.average(entry, w, age, dt)}
+
+        return jump
+
+    def onset_jump(self, dt):
+        """`jump` for the `x` state of arrivals at the step's start (`age` 0
+        up to rounding): `w·age/dt`, zero in value, whose derivative with
+        respect to the arrival time, `-w/dt`, is the onset term of moving
+        the arrival into the step (as `in_step_jump`'s at `age -> dt`)."""
+
+        def jump(entry, w, age):
+            del entry
+            return {"x": w * age / dt}
+
+        return jump
 
     def cell_arrivals(self) -> CellArrivals | None:
         """The NetCons from threshold sources into this group, or `None` (the
@@ -130,12 +162,17 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         return None
 
     def before_step(self, t0, t1, t_start, states, span):
-        del t1
         t_done = jnp.maximum(states["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
         out = dict(
             _deliver(self.arrivals, states, t_done, t0, t0, span, True, self.jump)
         )
         out["t_delivered"] = jnp.full_like(states["t_delivered"], t0)
+        if self.in_step:
+            out["x"] = jnp.zeros_like(out["x"])
+            onset = self.onset_jump(t1 - t0)
+            out = _deliver(self.arrivals, out, t_done, t0, t0, span, True, onset)
+            jump = self.in_step_jump(t1 - t0)
+            out = _deliver(self.arrivals, out, t0, t1, t1, span, False, jump)
         return out
 
     def after_step(self, t0, t1, v1, states, span):
@@ -147,6 +184,8 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         out["t_delivered"] = jnp.full_like(
             states["t_delivered"], jnp.nextafter(t1, -jnp.inf)
         )
+        if self.in_step:  # in the states now
+            out["x"] = jnp.zeros_like(out["x"])
         return self.with_current(v1, out)
 
     def with_current(self, v, states):
@@ -158,7 +197,9 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
     def jump_times(self, dtype):
         if self.arrivals is None:
             return jnp.zeros((0,), dtype)
-        t = self.arrivals.time.astype(dtype)
+        # Steps land on the arrivals; the gradient with respect to a delay
+        # flows through the delivered state (`jump`'s `age`), not the grid.
+        t = jax.lax.stop_gradient(self.arrivals.time).astype(dtype)
         return jnp.where(jnp.isfinite(t), t, t[0])
 
 
@@ -176,8 +217,14 @@ class ExpSynGroup(AbstractArrivalGroup):
     names: tuple[str, ...] = eqx.field(static=True)
     kind: str = eqx.field(static=True, default="ExpSyn")
 
+    in_step: ClassVar[bool] = True
+
     def jump(self, entry, w, age):
         return {"g": w * jnp.exp(-age / self.tau[entry])}
+
+    def average(self, entry, w, age, dt):
+        tau = self.tau[entry]
+        return w * tau * -jnp.expm1(-age / tau) / dt
 
     def kinetics(self, model, v, states):
         del model, v
@@ -186,15 +233,16 @@ class ExpSynGroup(AbstractArrivalGroup):
             "g": Relaxation(inf=jnp.zeros_like(g), rate=1.0 / self.tau),
             "t_delivered": Held(),
             "i": Held(),
+            "x": Held(),
         }
 
     def current(self, model, v, states):
         del model
-        return states["g"] * (v[self.index] - self.e)
+        return (states["g"] + states["x"]) * (v[self.index] - self.e)
 
     def init_states(self, model, v):
         z = jnp.zeros_like(self.tau)
-        return {"g": z, "t_delivered": jnp.full_like(z, _T_NONE), "i": z}
+        return {"g": z, "t_delivered": jnp.full_like(z, _T_NONE), "i": z, "x": z}
 
     def cell_arrivals(self):
         return self.cell
@@ -228,6 +276,8 @@ class Exp2SynGroup(AbstractArrivalGroup):
     names: tuple[str, ...] = eqx.field(static=True)
     kind: str = eqx.field(static=True, default="Exp2Syn")
 
+    in_step: ClassVar[bool] = True
+
     def jump(self, entry, w, age):
         tau1, factor = _exp2_taus(self.tau1, self.tau2)
         a = w * factor[entry]
@@ -235,6 +285,13 @@ class Exp2SynGroup(AbstractArrivalGroup):
             "A": a * jnp.exp(-age / tau1[entry]),
             "B": a * jnp.exp(-age / self.tau2[entry]),
         }
+
+    def average(self, entry, w, age, dt):
+        tau1, factor = _exp2_taus(self.tau1, self.tau2)
+        t1, t2 = tau1[entry], self.tau2[entry]
+        mean_b = t2 * -jnp.expm1(-age / t2)
+        mean_a = t1 * -jnp.expm1(-age / t1)
+        return w * factor[entry] * (mean_b - mean_a) / dt
 
     def kinetics(self, model, v, states):
         del model, v
@@ -245,112 +302,21 @@ class Exp2SynGroup(AbstractArrivalGroup):
             "B": Relaxation(inf=z, rate=1.0 / self.tau2),
             "t_delivered": Held(),
             "i": Held(),
+            "x": Held(),
         }
 
     def current(self, model, v, states):
         del model
-        return (states["B"] - states["A"]) * (v[self.index] - self.e)
+        g = states["B"] - states["A"] + states["x"]
+        return g * (v[self.index] - self.e)
 
     def init_states(self, model, v):
         z = jnp.zeros_like(self.tau2)
-        return {"A": z, "B": z, "t_delivered": jnp.full_like(z, _T_NONE), "i": z}
+        t = jnp.full_like(z, _T_NONE)
+        return {"A": z, "B": z, "t_delivered": t, "i": z, "x": z}
 
     def cell_arrivals(self):
         return self.cell
 
     def with_current(self, v, states):
         return {**states, "i": self.current(None, v, states)}
-
-
-class AlphaSynapseGroup(AbstractPointProcessGroup):
-    """`AlphaSynapse`s, vectorised (`onset`, `tau` ms, `gmax` µS, `e` mV);
-    state `g` (µS), set at the middle of each step."""
-
-    recordable: ClassVar[tuple[str, ...]] = ("g",)
-
-    onset: Float[Array, " n"]
-    tau: Float[Array, " n"]
-    gmax: Float[Array, " n"]
-    e: Float[Array, " n"]
-    index: Int[Array, " n"]
-    names: tuple[str, ...] = eqx.field(static=True)
-    kind: str = eqx.field(static=True, default="AlphaSynapse")
-
-    def conductance(self, t):
-        """`gmax·x·exp(1 - x)`, `x = (t - onset)/tau`, 0 before `onset` (µS)."""
-        x = (t - self.onset) / self.tau
-        on = x > 0
-        xs = jnp.where(on, x, 0.0)
-        return jnp.where(on, self.gmax * xs * jnp.exp(1.0 - xs), 0.0)
-
-    def kinetics(self, model, v, states):
-        del model, v, states
-        return {"g": Held()}
-
-    def current(self, model, v, states):
-        del model
-        return states["g"] * (v[self.index] - self.e)
-
-    def init_states(self, model, v):
-        del model, v
-        return {"g": self.conductance(jnp.zeros_like(self.tau))}
-
-    def before_step(self, t0, t1, t_start, states, span):
-        del t_start, span
-        return {**states, "g": self.conductance(0.5 * (t0 + t1))}
-
-    def jump_times(self, dtype):
-        return self.onset.astype(dtype)
-
-
-class SEClampGroup(AbstractPointProcessGroup):
-    """`SEClamp`s, vectorised (`rs` MΩ; `dur` ms and `amp` mV of shape
-    `(3, n)`); states `vc` (mV), `on` (0 or 1), `i` (nA, injected)."""
-
-    recordable: ClassVar[tuple[str, ...]] = ("i", "vc")
-
-    rs: Float[Array, " n"]
-    dur: Float[Array, "3 n"]
-    amp: Float[Array, "3 n"]
-    index: Int[Array, " n"]
-    names: tuple[str, ...] = eqx.field(static=True)
-    kind: str = eqx.field(static=True, default="SEClamp")
-
-    def level(self, t):
-        """`(vc, on)` at time `t` (ms), as `svclmp.mod`'s `vstim`."""
-        d = jax.lax.stop_gradient(self.dur)
-        e1, e2, e3 = d[0], d[0] + d[1], d[0] + d[1] + d[2]
-        vc = jnp.where(
-            t < e1,
-            self.amp[0],
-            jnp.where(t < e2, self.amp[1], jnp.where(t < e3, self.amp[2], 0.0)),
-        )
-        on = jnp.where(t < e3, 1.0, 0.0).astype(self.rs.dtype)
-        return vc, on
-
-    def kinetics(self, model, v, states):
-        del model, v, states
-        return {"vc": Held(), "on": Held(), "i": Held()}
-
-    def current(self, model, v, states):
-        del model
-        return -states["on"] * (states["vc"] - v[self.index]) / self.rs
-
-    def init_states(self, model, v):
-        del model
-        vc, on = self.level(jnp.zeros_like(self.rs))
-        return {"vc": vc, "on": on, "i": on * (vc - v[self.index]) / self.rs}
-
-    def before_step(self, t0, t1, t_start, states, span):
-        del t_start, span
-        vc, on = self.level(0.5 * (t0 + t1))
-        return {**states, "vc": vc, "on": on}
-
-    def after_step(self, t0, t1, v1, states, span):
-        del t0, t1, span
-        i = states["on"] * (states["vc"] - v1[self.index]) / self.rs
-        return {**states, "i": i}
-
-    def jump_times(self, dtype):
-        d = self.dur.astype(dtype)
-        return jnp.concatenate([d[0], d[0] + d[1], d[0] + d[1] + d[2]])

@@ -6,10 +6,12 @@ Delivery is at the exact arrival time, never rounded to the grid: an arrival
 strictly inside a step is added at the step's end, decayed exactly (the
 synapse's states decay linearly) from the arrival time; an arrival at the
 step's start (on the grid, or an adaptive step landed on it) is added before
-the step, as NEURON delivers it. So a fixed step sees an off-grid arrival's
-conductance from the next step on (the voltage's error is of first order in
-the step), and adaptive steps, which land on every arrival (they are jump
-times), see it from its arrival on.
+the step, as NEURON delivers it. During a fixed step, the voltage sees the
+mean over the step of the conductance of the arrivals inside it (from each
+arrival's time to the step's end: the `x` state of `in_step` groups, built-in
+`ExpSyn` and `Exp2Syn`), so the forward pass is continuous in the arrival
+times and their gradient has the onset term; adaptive steps, which land on
+every arrival (they are jump times), see it from its arrival on.
 """
 
 import diffrax as dfx
@@ -24,7 +26,7 @@ from .._results import RESULTS
 from .._solver._wrapped import AbstractWrappedSolver
 from .._state import group_states, State
 from .._term import membrane_term
-from ._arrivals import CellArrivals, is_time
+from ._arrivals import Arrivals, CellArrivals, is_time
 from ._groups import AbstractArrivalGroup, AbstractPointProcessGroup
 from ._sources import SpikeLog, ThresholdSources
 
@@ -95,7 +97,11 @@ class EventSteps(AbstractWrappedSolver):
             if cell is None or ring0 is None:
                 return y
             t_lo = jnp.maximum(x["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
-            return cell.deliver(y, ring0, t_lo, t0, t0, True, g.jump)
+            y = cell.deliver(y, ring0, t_lo, t0, t0, True, g.jump)
+            if g.in_step:  # the mean over the step of those inside it
+                y = cell.deliver(y, ring0, t_lo, t0, t0, True, g.onset_jump(t1 - t0))
+                y = cell.deliver(y, ring0, t0, t1, t1, False, g.in_step_jump(t1 - t0))
+            return y
 
         y0 = _hook(model, y0, before)
         y1, y_error, dense, inner, result = self.solver.step(
@@ -219,7 +225,9 @@ def arrival_clip(controller, model):
 
 def event_outcome(model, final_state, result, stats):
     """`(result, stats)` with `RESULTS.event_overflow` (and `t_fail` the time
-    of the first lost spike) if a threshold source overflowed."""
+    of the first lost spike) if a threshold source overflowed, or
+    `RESULTS.event_order` (`t_fail` the first arrival out of order) if the
+    delays of known sources no longer keep their build-time order."""
     for g, x in zip(model.groups, final_state.groups):
         if isinstance(g, (ThresholdSources, SpikeLog)):
             t = x["overflow"]
@@ -230,6 +238,13 @@ def event_outcome(model, final_state, result, stats):
             result = RESULTS.where(lost & ok, RESULTS.event_overflow, result)
             t_fail = jnp.where(lost & ok, t_lost, stats["t_fail"])
             stats = {**stats, "t_fail": t_fail}
+    for g in model.groups:
+        arrivals = getattr(g, "arrivals", None)
+        if isinstance(arrivals, Arrivals):
+            t_bad = arrivals.disorder().astype(stats["t_fail"].dtype)
+            bad = jnp.isfinite(t_bad) & (result == RESULTS.successful)
+            result = RESULTS.where(bad, RESULTS.event_order, result)
+            stats = {**stats, "t_fail": jnp.where(bad, t_bad, stats["t_fail"])}
     return result, stats
 
 

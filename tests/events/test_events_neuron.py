@@ -18,7 +18,7 @@ One HH compartment, L = diam = 20 µm, 6.3 °C. Measured (x86-64, float64):
   `CrankNicolson` (atol 1e-7, steps landing on each arrival) against NEURON
   CVODE (atol 1e-10, which delivers events at their exact times): max |Δv| =
   1.3e-3 mV, spike times 4.3e-6 ms apart (asserted 0.01 mV, 1e-3 ms). Our
-  fixed dt 0.025 ms: spike times within 0.034 ms of CVODE's (backward Euler's
+  fixed dt 0.025 ms: spike times within 0.017 ms of CVODE's (backward Euler's
   own first-order error; asserted 0.2 ms).
 """
 
