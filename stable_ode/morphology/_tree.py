@@ -39,12 +39,21 @@ class TreeCoupling(AbstractCoupling):
       with the chunked scan (`LevelTreeSolver`).
     - `rows`: operator row of each compartment, shape `(ncomp,)`.
     - `is_junction`: whether each row is a junction node.
-    - `children`: `(n, k)` the children of each row, padded with `n`.
+    - `children`: `(n, k)` the children of each row, padded with `n`; when a
+      row has more than four, only the first two of each (`k = 2`).
+    - `more_rows`: `(r,)` the rows with more than two children, when a row has
+      more than four (else empty).
+    - `more_children`: `(r, k' - 2)` their other children, padded with `n`.
+    - `child_sum_index`: `(n,)` where `_child_sum` takes each row's sum from:
+      the row itself, or `n + j` for `more_rows[j]`.
     - `compartment`: `(n,)` the compartment at each row, `ncomp` for junctions.
 
     Every per-step operation is a gather (`children`, `compartment`, `parent`),
     never a scatter: XLA:CPU fuses gathers into the surrounding arithmetic, while
-    each scatter is a kernel of its own.
+    each scatter is a kernel of its own. Where a row has more than four children
+    (a soma with a dozen neurites), sums over children are additions of `(n,)`
+    gathers, not a reduction over a table padded to the most children of any
+    row, which would make it many times the size of the tree.
     """
 
     g: Float[Array, " n"]
@@ -54,11 +63,28 @@ class TreeCoupling(AbstractCoupling):
     rows: Int[Array, " ncomp"]
     is_junction: Array
     children: Int[Array, "n k"]
+    more_rows: Int[Array, " r"]
+    more_children: Int[Array, "r k2"]
+    child_sum_index: Int[Array, " n"]
     compartment: Int[Array, " n"]
 
     def _child_sum(self, x):
-        """`sum over the children c of row k of x[c]`, for each row `k`."""
-        return jnp.sum(jnp.concatenate([x, jnp.zeros((1,), x.dtype)])[self.children], 1)
+        """`sum over the children c of row k of x[c]`, for each row `k`.
+
+        With at most four children per row, a reduction over the `children`
+        table; otherwise each row's children added in order,
+        `((x[c0] + x[c1]) + x[c2]) + …` (XLA:CPU's reduction over a wider table
+        adds them in an order that depends on the table's shape and the row's
+        place in it)."""
+        xp = jnp.concatenate([x, jnp.zeros((1,), x.dtype)])
+        (r,) = self.more_rows.shape
+        if r == 0:
+            return jnp.sum(xp[self.children], 1)
+        total = xp[self.children[:, 0]] + xp[self.children[:, 1]]
+        more = total[self.more_rows]
+        for j in range(self.more_children.shape[1]):
+            more = more + xp[self.more_children[:, j]]
+        return jnp.concatenate([total, more])[self.child_sum_index]
 
     def _total(self):
         """Sum of the conductances at each row (S)."""
@@ -165,6 +191,10 @@ def _tree_coupling(
     child = child[np.argsort(parent[child], kind="stable")]
     table = np.full((n, max(int(n_kids.max(initial=0)), 1)), n)
     table[parent[child], np.arange(child.shape[0]) - first[parent[child]]] = child
+    # Wide rows: the first two children in `table`, the others apart.
+    more_rows = np.flatnonzero(n_kids > 2) if table.shape[1] > 4 else np.zeros(0, int)
+    child_sum_index = np.arange(n)
+    child_sum_index[more_rows] = n + np.arange(more_rows.shape[0])
     i32 = lambda a: device_array(a, np.int32)  # noqa: E731
     return TreeCoupling(
         g=device_array(g, dtype),
@@ -173,6 +203,9 @@ def _tree_coupling(
         plan=tree_plan(parent),
         rows=i32(row[:n_compartments]),
         is_junction=device_array(order >= n_compartments),
-        children=i32(table),
+        children=i32(table[:, :2] if more_rows.size else table),
+        more_rows=i32(more_rows),
+        more_children=i32(table[more_rows, 2:]),
+        child_sum_index=i32(child_sum_index),
         compartment=i32(np.minimum(order, n_compartments)),
     )

@@ -404,6 +404,32 @@ def test_coupling_matches_dense_laplacian_and_conserves_current():
         assert jnp.allclose(x, x_dense, rtol=1e-9)
 
 
+def test_coupling_of_a_wide_branch_point():
+    # Six dendrites at soma(1): a junction with more than four children, whose
+    # sums over children are written as gathers (`more_rows`), in child order.
+    dendrites = [
+        so.Section(f"d{k}", 50.0 + 10 * k, 1.0, 2, "soma", 1.0) for k in range(6)
+    ]
+    cell = so.Cell("w", [so.Section("soma", 20.0, 20.0, 1), *dendrites])
+    c = so.build([cell]).coupling
+    assert isinstance(c, TreeCoupling) and c.more_rows.shape[0] >= 1
+    lap = dense_laplacian([cell])
+    rng = np.random.default_rng(1)
+    v = jnp.asarray(rng.normal(size=lap.shape[0]) * 20 - 65)
+    assert jnp.allclose(c.current(v), lap @ np.asarray(v), rtol=1e-10, atol=1e-16)
+    assert jnp.allclose(c.self_conductance(), -np.diag(lap), rtol=1e-12)
+    x = rng.normal(size=c.parent.shape[0])
+    parent = np.asarray(c.parent)
+    want = np.zeros_like(x)
+    for k in range(x.shape[0]):  # children in increasing row order, added in turn
+        kids = np.flatnonzero((parent == k) & (np.arange(x.shape[0]) != k))
+        if kids.size:
+            want[k] = x[kids[0]]
+            for j in kids[1:]:
+                want[k] = want[k] + x[j]
+    np.testing.assert_array_equal(np.asarray(c._child_sum(jnp.asarray(x))), want)
+
+
 def test_build_picks_coupling():
     cable = so.Cell("c", [so.Section("a", 100.0, 1.0, 5)])
     assert isinstance(so.build([cable]).coupling, TridiagonalCoupling)
