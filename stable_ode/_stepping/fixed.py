@@ -180,6 +180,10 @@ class FixedSteps(AbstractStepping):
     def _config(
         self, model, times, solver, adjoint, max_steps, progress_meter, recorder
     ):
+        if isinstance(adjoint, Checkpointing) and adjoint.levels is not None:
+            # its check of the levels against the grid, which its loop makes, for
+            # the plain run too (a scan, which no adjoint runs)
+            adjoint.num_checkpoints(max_steps=max_steps, num_steps=times.shape[0] - 1)
         controller = SafeStepTo(times) if self.controller is None else self.controller
         # events: point-process hooks around each step (no-op without them)
         span = fixed_span(self.dt)
