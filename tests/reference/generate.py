@@ -5,7 +5,9 @@
 Each case is a small model (HH cable, branched cell, network with a chemical
 synapse and a gap junction), a solver and step control, in float32 and float64;
 `test_reference.py` runs the same cases and compares every saved sample exactly.
-Regenerate only when an issue says the numbers change, and say so in the commit.
+Regenerate only when an issue says the numbers change, and say so in the commit,
+on x86-64 with `XLA_FLAGS=--xla_cpu_max_isa=AVX2` (the code the traces hold, and
+what `test_reference.py` compares against on a CPU with AVX-512).
 """
 
 import sys
