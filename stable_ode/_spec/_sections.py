@@ -3,14 +3,14 @@
 A model file of many sections is mostly `{"name", "length", "diameter",
 "n_compartments", "parent"}` entries with valid values. `plain_cylinder` takes
 those without building the key paths of messages that will not be needed, and
-`cylinder` (`stable_ode.morphology._cell`) builds the `Section` without
+`cylinder` (`stable_ode.morphology._cylinder`) builds the `Section` without
 equinox's per-instance construction.
 Anything else (another key, another type, a value out of range, a `Section`
 that refuses its values) goes the general way (`CellReader.section`), which
 reports it at its key.
 """
 
-from ..morphology._cell import cylinder as cylinder
+from ..morphology._cylinder import cylinder as cylinder
 from ._reader import _NAME
 
 

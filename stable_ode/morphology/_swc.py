@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._cell import Cell, cylinder, Insert, Section
+from ._cell import Cell, Insert, Section
+from ._cylinder import cylinder
 from ._geometry import n_compartments_d_lambda
 from ._swc_points import _NAME_TYPES, _parse, _Point, run_from, section_namer
 
