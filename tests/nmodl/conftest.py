@@ -4,6 +4,7 @@ NEURON compiling them once per session."""
 
 import pathlib
 
+import numpy as np
 import pytest
 
 
@@ -24,3 +25,19 @@ def nrn_compiled(neuron_mechanisms):
     """NEURON with every test `.mod` file loaded: the suite's one compiled set
     (`tests/conftest.py::neuron_mechanisms`)."""
     return neuron_mechanisms
+
+
+def run_fixed(h, vecs, secs, keep, t1, dt, celsius=6.3):
+    """NEURON's fixed step (`secondorder = 0`, no CVODE) at `celsius` °C from
+    `finitialize(-65)` for `t1` ms at `dt`: the recorded `vecs` as arrays. Then
+    the point processes in `keep` are released and the sections `secs` deleted."""
+    h.CVode().active(0)
+    h.celsius, h.dt, h.secondorder = celsius, dt, 0
+    h.finitialize(-65.0)
+    for _ in range(round(t1 / dt)):
+        h.fadvance()
+    out = {k: np.array(v) for k, v in vecs.items()}
+    keep.clear()
+    for sec in secs:
+        h.delete_section(sec=sec)
+    return out

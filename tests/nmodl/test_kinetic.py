@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import DEMO, OWN
+from conftest import DEMO, OWN, run_fixed
 
 import stable_ode as so
 from stable_ode.mechanisms import MarkovScheme
@@ -110,16 +110,7 @@ def run_neuron(h, c):
         for k, ref in refs.items():
             vecs[name, k] = h.Vector().record(ref)
     h.usetable_hh = h.usetable_cachan1 = 0  # tables off: ours are exact
-    h.CVode().active(0)
-    h.celsius, h.dt, h.secondorder = 6.3, DT, 0
-    h.finitialize(-65.0)
-    for _ in range(round(T1 / DT)):
-        h.fadvance()
-    out = {k: np.array(v) for k, v in vecs.items()}
-    del keep
-    for sec in secs:
-        h.delete_section(sec=sec)
-    return out
+    return run_fixed(h, vecs, secs, keep, T1, DT)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ Asserted: `nai` within 1e-12 mM of NEURON's in both, and the two pools'
 
 import numpy as np
 import pytest
-from conftest import DEMO, OWN
+from conftest import DEMO, OWN, run_fixed
 
 import stable_ode as so
 from stable_ode.nmodl import load_nmodl
@@ -38,16 +38,7 @@ def _neuron(h):
         secs.append(sec)
         vecs[n] = h.Vector().record(sec(0.5)._ref_nai)
     h.usetable_cachan1 = 0
-    h.CVode().active(0)
-    h.celsius, h.dt, h.secondorder = 6.3, DT, 0
-    h.finitialize(-65.0)
-    for _ in range(round(T1 / DT)):
-        h.fadvance()
-    out = {k: np.array(v) for k, v in vecs.items()}
-    del keep
-    for sec in secs:
-        h.delete_section(sec=sec)
-    return out
+    return run_fixed(h, vecs, secs, keep, T1, DT)
 
 
 @pytest.mark.neuron
