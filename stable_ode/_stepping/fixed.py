@@ -1,5 +1,6 @@
-"""Fixed steps: `FixedSteps` and its pipeline (the safe `SafeStepTo` grid, the
-plain-first run, and the custom derivative that makes both one computation)."""
+"""Fixed steps: `FixedSteps` and its pipeline (the plain-first run, with the
+safe grid solve of `grid.py` as its fallback, and the custom derivative that
+makes both one computation)."""
 
 import diffrax as dfx
 import equinox as eqx
@@ -7,7 +8,7 @@ import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array
 
 from .._adjoint import Checkpointing
 from .._controller import SafeStepTo
@@ -21,12 +22,12 @@ from ._base import (
     fixed_types,
     make_stats,
     Outcome,
-    Recorder,
     solution_stats,
     whole_steps,
 )
 from .check import check_terms
 from .fallback import where_failed
+from .grid import grid_solve, GridConfig, safe, safe_solve
 from .guard import guard, missing_tolerances, NonFiniteGuard
 from .scan import grid_scan
 
@@ -140,7 +141,7 @@ class FixedSteps(AbstractStepping):
             model, times, solver, adjoint, max_steps, progress_meter, recorder
         )
         if not self.runs_plain_first(adjoint, max_steps, times.shape[0] - 1):
-            sol, saved, final, t_end = _safe_solve((model, y0), cfg)
+            sol, saved, final, t_end = safe_solve((model, y0), cfg)
             stats, result = solution_stats(sol, t_end)
             return Outcome(times[:: self.save_every], saved, stats, result, final, sol)
         run = _plain_first_safe_vjp if self.safe_gradient else _plain_first
@@ -188,7 +189,7 @@ class FixedSteps(AbstractStepping):
         # events: point-process hooks around each step (no-op without them)
         span = fixed_span(self.dt)
         solver = with_events(solver, model, span)
-        return _Fixed(
+        return GridConfig(
             solver=guard(solver, controller, check_error=controller.check_error),
             controller=controller,
             grid=times,
@@ -200,91 +201,13 @@ class FixedSteps(AbstractStepping):
         )
 
 
-class _Fixed(eqx.Module):
-    """Everything but the model and initial state that a fixed-step solve uses."""
-
-    solver: dfx.AbstractSolver
-    controller: SafeStepTo
-    grid: Float[Array, " n"]
-    every: int = eqx.field(static=True)
-    adjoint: dfx.AbstractAdjoint
-    max_steps: int = eqx.field(static=True)
-    progress_meter: dfx.AbstractProgressMeter
-    recorder: Recorder
-
-
 def _reverse_only(adjoint: dfx.AbstractAdjoint) -> bool:
     """Whether `adjoint` supports reverse mode only (so that a `custom_vjp` around
     the solve takes nothing away)."""
     return isinstance(adjoint, (dfx.RecursiveCheckpointAdjoint, Checkpointing))
 
 
-def _grid_solve(model, y0, cfg: _Fixed, solver, controller, max_steps):
-    """`diffeqsolve` over `cfg.grid`, saving the recorder at `t0` and every step,
-    and the final state. The controller's state is saved only where it keeps
-    `StepStats` (`SafeStepTo`), for the statistics."""
-    grid = cfg.grid
-    return dfx.diffeqsolve(
-        MembraneTerm(model),
-        solver,
-        grid[0],  # times in the model's dtype, as the grid (float32 models)
-        grid[-1],
-        None,
-        y0,
-        args=model if cfg.recorder.variables else None,  # ion recordings
-        saveat=dfx.SaveAt(
-            subs=[
-                dfx.SubSaveAt(t0=True, steps=True, fn=cfg.recorder),
-                dfx.SubSaveAt(t1=True),
-            ],
-            controller_state=isinstance(controller, SafeStepTo),
-        ),
-        stepsize_controller=controller,
-        adjoint=cfg.adjoint,
-        max_steps=max_steps,
-        throw=False,
-        progress_meter=cfg.progress_meter,
-    )
-
-
-def _safe_solve(model_y0, cfg: _Fixed):
-    """The safe fixed-step solve (`SafeStepTo`): `(solution, saved, final state,
-    t_end)`, `saved` the recorder's samples at the save times."""
-    model, y0 = model_y0
-    grid, every = cfg.grid, cfg.every
-    n = grid.shape[0] - 1
-    sol = _grid_solve(model, y0, cfg, cfg.solver, cfg.controller, cfg.max_steps)
-    ts, _ = sol.ts
-    saved, final = sol.ys
-    # Saved steps include any sub-steps of non-finite retries; keep the grid
-    # times. After a failure, the last saved step (the last good state) is held.
-    # Without retries the saved steps are the grid: a strided slice, not a search
-    # (which, batched under `vmap`, costs more than the solve).
-    n_saved = ts.shape[-1]
-    plain = jnp.arange(0, n + 1, every, dtype=jnp.int32)
-    plain = jnp.minimum(plain, n_saved - 1)
-
-    def search():
-        idx = jnp.searchsorted(ts, grid[::every], side="right") - 1
-        return idx.astype(jnp.int32)
-
-    retried = (sol.stats["num_rejected_steps"] > 0) | (
-        sol.stats["num_accepted_steps"] != n
-    )
-    idx = jax.lax.cond(eqxi.unvmap_any(retried), search, lambda: plain)
-    t_end = ts[jnp.sum(jnp.isfinite(ts)) - 1]
-    final = jax.tree_util.tree_map(lambda x: x[0], final)
-    return sol, saved[idx], final, t_end
-
-
-def _safe(model_y0, cfg: _Fixed):
-    """`_safe_solve` as `(saved, final, stats, result)`, fixed stats dtypes."""
-    sol, saved, final, t_end = _safe_solve(model_y0, cfg)
-    stats, result = solution_stats(sol, t_end)
-    return saved, final, fixed_types(stats, cfg.grid.dtype), result
-
-
-def _plain_run(model_y0, cfg: _Fixed, differentiated: bool):
+def _plain_run(model_y0, cfg: GridConfig, differentiated: bool):
     """The grid run with `diffrax.StepTo` (no per-step finiteness test or retry
     bookkeeping): `(take, ok)`, where `take()` gives its `(saved, final, stats,
     result)` and `ok` says whether they stand (nothing non-finite, the grid
@@ -297,7 +220,7 @@ def _plain_run(model_y0, cfg: _Fixed, differentiated: bool):
     if not differentiated and isinstance(solver, NonFiniteGuard):
         solver = solver.solver
     if differentiated or not isinstance(cfg.progress_meter, dfx.NoProgressMeter):
-        fast = _grid_solve(model, y0, cfg, solver, dfx.StepTo(grid), n)
+        fast = grid_solve(model, y0, cfg, solver, dfx.StepTo(grid), n)
         saved, final = fast.ys
         final = jax.tree_util.tree_map(lambda x: x[0], final)
         counts = tuple(
@@ -333,37 +256,37 @@ def _plain_run(model_y0, cfg: _Fixed, differentiated: bool):
     return take, ok
 
 
-def _plain_first(model_y0, cfg: _Fixed, differentiated: bool = True):
+def _plain_first(model_y0, cfg: GridConfig, differentiated: bool = True):
     """`_plain_run`, and if its result does not stand, the safe solve instead.
     Returns `(saved, final, stats, result)`."""
     take_fast, ok = _plain_run(model_y0, cfg, differentiated)
     if not differentiated:
         # Under `vmap`, the safe solve for the failing members only (no
         # derivative goes through this value).
-        return where_failed(lambda a: _safe(*a), (model_y0, cfg), take_fast(), ok)
+        return where_failed(lambda a: safe(*a), (model_y0, cfg), take_fast(), ok)
     # `unvmap_all`: under `vmap` a real branch; one non-finite member sends the
     # whole batch down the safe path (each member's result is its own either way).
-    return jax.lax.cond(eqxi.unvmap_all(ok), take_fast, lambda: _safe(model_y0, cfg))
+    return jax.lax.cond(eqxi.unvmap_all(ok), take_fast, lambda: safe(model_y0, cfg))
 
 
 def _safe_parts(dynamic, static, cfg):
-    """`_safe` as `((saved, final), (stats, result))`, for `jax.vjp(...,
+    """`safe` as `((saved, final), (stats, result))`, for `jax.vjp(...,
     has_aux=True)`: only the saved samples and the final state carry a gradient. The
     statistics are step control (grid times, counts; `min_dt` under
     `stop_gradient`), constant in the parameters."""
-    saved, final, stats, result = _safe(eqx.combine(dynamic, static), cfg)
+    saved, final, stats, result = safe(eqx.combine(dynamic, static), cfg)
     return (saved, final), (stats, result)
 
 
 @eqx.filter_custom_vjp
-def _plain_first_safe_vjp(model_y0, cfg: _Fixed):
-    """`_plain_first` for the value; reverse mode differentiates `_safe` alone (so a
+def _plain_first_safe_vjp(model_y0, cfg: GridConfig):
+    """`_plain_first` for the value; reverse mode differentiates `safe` alone (so a
     gradient compiles and runs the safe loop only)."""
     return _plain_first(model_y0, cfg, differentiated=False)
 
 
 @_plain_first_safe_vjp.def_fwd
-def _(perturbed, model_y0, cfg: _Fixed):
+def _(perturbed, model_y0, cfg: GridConfig):
     del perturbed
     dynamic, static = eqx.partition(model_y0, eqx.is_inexact_array)
     (saved, final), vjp_fn, (stats, result) = jax.vjp(
@@ -373,7 +296,7 @@ def _(perturbed, model_y0, cfg: _Fixed):
 
 
 @_plain_first_safe_vjp.def_bwd
-def _(vjp_fn, grad_obj, perturbed, model_y0, cfg: _Fixed):
+def _(vjp_fn, grad_obj, perturbed, model_y0, cfg: GridConfig):
     del perturbed
     g_saved, g_final = grad_obj[0], grad_obj[1]
     # Outputs that were not differentiated come as `None`: zero cotangents, made
