@@ -129,10 +129,19 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         """The increments of the states by arrivals at synapses `entry` with
         weights `w` (µS), decayed over `age` ms since their arrival."""
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.in_step and cls.average is AbstractArrivalGroup.average:
+            raise TypeError(
+                f"{cls.__name__} sets in_step = True (a state `x`) but defines no "
+                "average(entry, w, age, dt)"
+            )
+
     def average(self, entry, w, age, dt):
         """The mean conductance (µS) over a step of `dt` ms of arrivals
-        `age` ms before its end (`in_step` groups)."""
-        raise NotImplementedError
+        `age` ms before its end. Only `in_step` groups have it (and must: a
+        class that sets `in_step` without it is refused when defined)."""
+        raise TypeError(f"{type(self).__name__} is no in_step group: no average()")
 
     def in_step_jump(self, dt):
         """`jump` for the `x` state: the mean over a step of `dt` ms."""

@@ -228,3 +228,14 @@ def test_bad_input():
         )
     with pytest.raises(ValueError, match="unknown cell"):
         so.build([CELL], point_processes=[so.ExpSyn(so.Site("zz", "soma"))])
+
+
+def test_an_in_step_group_must_define_its_average():
+    from typing import ClassVar
+
+    from stable_ode.events._groups import AbstractArrivalGroup
+
+    with pytest.raises(TypeError, match="sets in_step = True.*defines no average"):
+
+        class _NoAverage(AbstractArrivalGroup):
+            in_step: ClassVar[bool] = True
