@@ -75,6 +75,13 @@ BAD_ASC = [
         2,
         "centroid",
     ),
+    (
+        "collinear contour",  # NEURON's own Import3d stops with a hoc execerror
+        '("CellBody"\n (4 0 0 .1)\n (0 0 0 .1)\n (-4 0 0 .1)\n (-8 0 0 .1)\n)\n'
+        + _TREE,
+        2,
+        "centroid",
+    ),
     ("empty", "; nothing\n", None, "no Neurolucida objects"),
     (
         "two cells",
