@@ -15,8 +15,9 @@ comparison, float32 against float64, and the plots in `plots/` next to it (times
 per fixed-step case, `forward_times.png`; gradient time and memory per checkpoint
 configuration, `gradient.png`; and, written by `work_precision` itself, the
 work-precision curves `work_precision_{compartment,cable}.png`). A folder next to
-`--out` that holds another run's `results.json` (`small_loops/`) adds a table of
-our times in that run against this one.
+`--out` that holds another run's `results.json` (`small_loops/`,
+`redesign_start/`) adds a table of our times and ratios in that run against this
+one.
 
 `--render` runs nothing: it rebuilds `results.md` (and, unless `--no-plots`, the
 plots) from the `results.json` already there.
@@ -54,7 +55,12 @@ BENCHMARKS = {
     "gradient": "gradient time and memory per checkpoint configuration",
     "loading": "loading and building model files of 1,000 to 100,000 sections",
 }
-COMPARISONS = {"small_loops": "XLA:CPU's small-loop threshold at 65,536 bytes"}
+COMPARISONS = {
+    "small_loops": "XLA:CPU's small-loop threshold at 65,536 bytes",
+    "redesign_start": "the code at the start of the redesign (`fb227c7`), run "
+    "on the same machine right after this run (`--only forward branched network "
+    "gradient`)",
+}
 """Folders next to `results.md` holding another run's `results.json` → what was
 different in that run."""
 PER_DTYPE = ("forward", "branched", "network", "morphology")  # one process per dtype

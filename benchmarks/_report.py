@@ -311,33 +311,61 @@ def dtype_table(rows: list[dict]) -> list[str]:
     return out
 
 
-def comparison_table(rows: list[dict], other: list[dict], label: str) -> list[str]:
-    """Our times in `rows` against the same rows measured under `label` (another
-    run's `results.json`, e.g. a different XLA flag); ratio = `label` / these."""
-    theirs = {}
-    for r in other:
-        key = _fixed_key(r)
-        if key is not None:
-            theirs[key + (r["dtype"],)] = r
-    pairs = []
+def _compared(rows: list[dict]) -> dict[tuple, tuple]:
+    """`key -> (ours ms, ours / Jaxley, ours / NEURON)` for every row of `rows`
+    that another run can be set against: the fixed-step and adaptive rows, and the
+    interleaved gradients (against the better Jaxley configuration of that run)."""
+    out = {}
     for r in rows:
         key = _fixed_key(r)
-        if key is not None and key + (r["dtype"],) in theirs:
-            pairs.append((key, r, theirs[key + (r["dtype"],)]))
+        if key is not None:
+            ms = _ours_ms(r)
+            jax_ms, nrn_ms = r.get("jaxley_ms"), r.get("neuron_ms")
+            out[key + (r["dtype"],)] = (
+                ms,
+                ms / jax_ms if jax_ms else None,
+                ms / nrn_ms if nrn_ms else None,
+            )
+    grad = [
+        r
+        for r in rows
+        if r["benchmark"] == "gradient" and r.get("kind") == "interleaved"
+    ]
+    for model in {r.get("model", "cable") for r in grad}:
+        inter = [r for r in grad if r.get("model", "cable") == model]
+        best = min((r["ms"] for r in inter if r["impl"] == "jaxley"), default=None)
+        for r in inter:
+            if r["impl"] != "jaxley":
+                key = ("gradient", model, f"{r['impl']}, {r['adjoint']}", "float64")
+                out[key] = (r["ms"], r["ms"] / best if best else None, None)
+    return out
+
+
+def comparison_table(rows: list[dict], other: list[dict], label: str) -> list[str]:
+    """Our times in `rows` against the same rows measured under `label` (another
+    run's `results.json`, e.g. a different XLA flag or older code): our time in
+    each, and our ratio to Jaxley and NEURON in each (measured in the same process
+    as ours, so less exposed to the machine's state than the times)."""
+    mine, theirs = _compared(rows), _compared(other)
+    pairs = [(k, mine[k], theirs[k]) for k in mine if k in theirs]
     if not pairs:
         return []
     out = [
         f"## This run against one with {label}",
         "",
-        "Median ms per solve of each method in both runs; ratio = that run / this.",
+        "Median ms per solve (gradients: per gradient) in both runs, ratio = that "
+        "run / this; then ours / Jaxley and ours / NEURON in this run and in that "
+        "one (gradients: against that run's better Jaxley configuration).",
         "",
-        "| benchmark | case | method | dtype | this run ms | that run ms | ratio |",
-        "|---|---|---|---|---|---|---|",
+        "| benchmark | case | method | dtype | this run ms | that run ms | ratio "
+        "| ours / Jaxley: this | that | ours / NEURON: this | that |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (bench, case, solver), a, b in pairs:
+    for (bench, case, solver, dtype), a, b in pairs:
         out.append(
-            f"| {bench} | {case} | {solver} | {a['dtype']} | {_ms(_ours_ms(a))} | "
-            f"{_ms(_ours_ms(b))} | {_ratio(_ours_ms(b), _ours_ms(a))} |"
+            f"| {bench} | {case} | {solver} | {dtype} | {_ms(a[0])} | {_ms(b[0])} | "
+            f"{_ratio(b[0], a[0])} | {_g(a[1], '.2f')} | {_g(b[1], '.2f')} | "
+            f"{_g(a[2], '.2f')} | {_g(b[2], '.2f')} |"
         )
     out.append("")
     return out

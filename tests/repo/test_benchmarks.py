@@ -299,15 +299,21 @@ def test_render_run_row_comparison_and_failure(tmp_path):
         benchmarks=[dict(name="forward", wall_s=1.0, cpu_s=2.0, exit=0),
                     dict(name="gradient", wall_s=2.0, cpu_s=2.0, exit=1)],
     )  # fmt: skip
+    grads = [("jaxley", "levels=4", 40.0), ("jaxley", "levels=8", 20.0)]
     rows = [run, _row("forward", "cable", "float64", 30.0, 10.0, 60.0)]
+    rows += [_grad_row("cable", *g, 1.0) for g in grads + [("ours", "default", 30.0)]]
     other = [_row("forward", "cable", "float64", 15.0, 10.0, 60.0)]
+    other += [_grad_row("cable", *g, 1.0) for g in grads + [("ours", "default", 10.0)]]
     text = report.render(rows, [], str(tmp_path), (("flag X", other),))
     assert "`python -m benchmarks --quick` on M, Python 3.x, D" in text
     assert "| gradient | 2 | 2 | 1 |" in text and "**failed**: gradient" in text
     against = text[text.index("## This run against one with flag X") :]
-    assert "| forward | cable | BackwardEuler | float64 | 30.00 | 15.00 | 0.50 |" in (
-        against
-    )
+    # our times, that / this, then ours / Jaxley and ours / NEURON in each run
+    row = "| forward | cable | BackwardEuler | float64 | 30.00 | 15.00 | 0.50 |"
+    assert row + " 3.00 | 1.50 | 0.50 | 0.25 |" in against
+    # a gradient against the better Jaxley configuration of its own run
+    grad = "| gradient | cable | ours, default | float64 | 30.00 | 10.00 | 0.33 |"
+    assert grad + " 1.50 | 0.50 | — | — |" in against
     assert "not recorded" in report.render(rows[1:], [], str(tmp_path))
 
 
