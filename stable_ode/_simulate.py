@@ -12,6 +12,7 @@ from ._controller import SafeStepTo
 from ._model import MembraneModel, State
 from ._recordings import Recordings
 from ._results import RESULTS
+from ._sharding import check_sharding
 from ._solver import BackwardEuler
 from ._stepping import AbstractStepping, AdaptiveSteps, FixedSteps
 from ._stepping._base import Recorder, traced, whole_steps as _grid  # noqa: F401 (diagnose)
@@ -230,6 +231,7 @@ def simulate(
     stepping.check(solver, model.dtype)
     times = stepping.prepare(model, t0, t1)
     y0 = model.init_state() if y0 is None else y0
+    check_sharding(model=model, y0=y0)
     max_steps = stepping.max_steps(t0, t1) if max_steps is None else int(max_steps)
     limits = (max_steps, bool(throw), progress_meter)
     recorder = Recorder.of(model)
