@@ -51,6 +51,8 @@ BENCHMARKS = {
     "morphology": "a 10,000-point reconstruction: loading vs Import3d, hh "
     "everywhere vs Jaxley and NEURON",
     "network": "100 HH point neurons with 1,000 graded synapses vs Jaxley",
+    "events": "100 HH cells, 1,000 Exp2Syn NetCons with delays vs NEURON; build "
+    "and compile of 1,000 cells with 100,000 NetCons",
     "work_precision": "spike-time error vs steps and time; Kvaerno5, CVODE",
     "gradient": "gradient time and memory per checkpoint configuration",
     "loading": "loading and building model files of 1,000 to 100,000 sections",

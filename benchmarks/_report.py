@@ -22,6 +22,8 @@ FIXED = {
     "against Jaxley",
     "morphology": "Fixed steps: a reconstructed cell, hh everywhere, ours against "
     "Jaxley's and NEURON's import of the same SWC file",
+    "events": "Fixed steps: HH cells, Exp2Syn synapses, threshold NetCons with "
+    "delays, ours against NEURON",
 }
 """The fixed-step comparisons (benchmark → heading), in the order shown."""
 
@@ -109,6 +111,25 @@ def compile_table(rows: list[dict]) -> list[str]:
         f"| {r['cells']} | {r['synapses']} | {r['recordings']} | {r['dtype']} | "
         f"{r['build_s']:.2f} | {r['trace_s']:.2f} | {r['compile_s']:.2f} | "
         f"{r['compile_ratio']:.2f} |"
+        for r in these
+    ]
+    return out + [""]
+
+
+def events_scale_table(rows: list[dict]) -> list[str]:
+    """Build, trace and compile time and peak RSS of NetCon networks by size
+    (`events_scale`, each size in its own process)."""
+    these = [r for r in rows if r["benchmark"] == "events_scale"]
+    if not these:
+        return []
+    out = ["## NetCon networks: build and compile time by size", "",
+           "Seconds, and the peak RSS of the process that built and compiled the "
+           "network (20 ms, spike times recorded).", "",
+           "| cells | NetCons | build s | trace s | compile s | peak RSS MB |",
+           "|---|---|---|---|---|---|"]  # fmt: skip
+    out += [
+        f"| {r['cells']} | {r['netcons']} | {r['build_s']:.2f} | {r['trace_s']:.2f} "
+        f"| {r['compile_s']:.2f} | {r['peak_rss_mb']:.0f} |"
         for r in these
     ]
     return out + [""]
@@ -376,6 +397,7 @@ def summary(rows: list[dict]) -> list[str]:
     return (
         fixed_tables(rows)
         + compile_table(rows)
+        + events_scale_table(rows)
         + morphology_load_table(rows)
         + adaptive_table(rows)
         + work_precision_table(rows)

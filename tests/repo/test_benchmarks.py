@@ -178,6 +178,24 @@ def test_network_smoke(tmp_path):
 
 
 @pytest.mark.slow
+def test_events_smoke(tmp_path):
+    neuron = _have("neuron")
+    text, rows = _smoke("events", tmp_path)
+    (row,) = [r for r in rows if r["benchmark"] == "events"]
+    assert row["dtype"] == "float64" and row["ours_ms"] > 0
+    assert ("neuron_ms" in row) == neuron and row["ours_spikes"] > 0
+    if neuron:  # the same network in both: spike counts alike (not equal by rule)
+        n_ours, n_nrn = row["ours_spikes"], row["neuron_spikes"]
+        assert abs(n_ours - n_nrn) <= n_nrn / 5
+    # build and compile of two sizes, each in its own process: reported, not timed
+    small, large = [r for r in rows if r["benchmark"] == "events_scale"]
+    assert (small["netcons"], large["netcons"]) == (100, 300)
+    assert all(r[k] > 0 for r in (small, large) for k in ("compile_s", "peak_rss_mb"))
+    assert "## NetCon networks: build and compile time by size" in text
+    assert "## Fixed steps: HH cells, Exp2Syn synapses" in text
+
+
+@pytest.mark.slow
 def test_work_precision_smoke(tmp_path):
     _, rows = _smoke("work_precision", tmp_path)
     methods = [r["method"] for r in rows]
