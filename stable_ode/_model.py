@@ -45,6 +45,9 @@ class Layout:
     recording_variables: tuple[str, ...] = ()  # per recording; () means all "v"
     # events: (name, group position in `groups`, variable, entry)
     point_recordings: tuple[tuple[str, int, str, int], ...] = ()
+    # the names of the point recordings of mechanisms' RANGE variables (computed
+    # from the model, not read from the state)
+    range_recordings: tuple[str, ...] = ()
 
     def describe(self, index: int) -> str:
         c = self.compartments[index]

@@ -65,6 +65,21 @@ class HH(AbstractMechanism):
         il = self.gl * (v - self.el)
         return ina + ik + il
 
+    def range_variables(self, v, states, env):
+        """NEURON's `hh` RANGE variables: `gnabar`, `gkbar`, `gl` (S/cm²), `el`
+        (mV), `gna = gnabar·m³·h`, `gk = gkbar·n⁴` (S/cm²) and `il` (mA/cm²)."""
+        del env
+        m, h, n = states["m"], states["h"], states["n"]
+        return {
+            "gnabar": jnp.broadcast_to(self.gnabar, v.shape),
+            "gkbar": jnp.broadcast_to(self.gkbar, v.shape),
+            "gl": jnp.broadcast_to(self.gl, v.shape),
+            "el": jnp.broadcast_to(self.el, v.shape),
+            "gna": self.gnabar * m**3 * h,
+            "gk": self.gkbar * jnp.square(jnp.square(n)),
+            "il": self.gl * (v - self.el),
+        }
+
 
 def hh_rates(
     v: Float[ArrayLike, " n"], celsius: float | Float[ArrayLike, ""] = 6.3
