@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._math import safe_exp, vtrap
+from .._math import safe_div, safe_exp, vtrap
 from ._base import AbstractMechanism
 from ._env import Environment
 from ._kinetics import alpha_beta_gate, Relaxation
@@ -67,10 +67,13 @@ class HH(AbstractMechanism):
 
     def range_variables(self, v, states, env):
         """NEURON's `hh` RANGE variables: `gnabar`, `gkbar`, `gl` (S/cm²), `el`
-        (mV), `gna = gnabar·m³·h`, `gk = gkbar·n⁴` (S/cm²) and `il` (mA/cm²)."""
-        del env
+        (mV), `gna = gnabar·m³·h`, `gk = gkbar·n⁴` (S/cm²), `il` (mA/cm²), and
+        each gate's `minf`, `mtau` (ms), ... at `v`."""
         m, h, n = states["m"], states["h"], states["n"]
+        gates = self.kinetics(v, states, env)
         return {
+            **{f"{x}inf": gates[x].inf for x in ("m", "h", "n")},
+            **{f"{x}tau": safe_div(1.0, gates[x].rate) for x in ("m", "h", "n")},
             "gnabar": jnp.broadcast_to(self.gnabar, v.shape),
             "gkbar": jnp.broadcast_to(self.gkbar, v.shape),
             "gl": jnp.broadcast_to(self.gl, v.shape),

@@ -4,7 +4,9 @@ file, and the errors naming the recording.
 
 NEURON computes `gna_hh`, `gk_hh`, `il_hh` and `i_pas` in `BREAKPOINT`, at the
 start of its step: its sample k+1 is the value at the voltage and states of its
-sample k (sample 0 that of the initial state), which is our sample k."""
+sample k (sample 0 that of the initial state), which is our sample k. It
+computes `minf_hh`, `ntau_hh`, ... in its state update at the step's new
+voltage: the same sample as ours."""
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ DT, T1 = 0.025, 10.0
 SOMA, DEND = so.Site("c", "soma", 0.5), so.Site("c", "dend", 0.5)
 STATES = ("m_hh", "h_hh", "n_hh")
 RANGES = {"gna_hh": SOMA, "gk_hh": SOMA, "il_hh": SOMA, "i_pas": DEND}
+GATES = ("minf_hh", "hinf_hh", "ntau_hh")
 CONSTANT = {"gnabar_hh": (SOMA, 0.12), "el_hh": (SOMA, -54.3), "g_pas": (DEND, 1e-3)}
 
 
@@ -30,7 +33,7 @@ def _cell():
 def _records():
     return (
         [so.Recording("v", SOMA)]
-        + [so.Recording(s, SOMA, s) for s in STATES]
+        + [so.Recording(s, SOMA, s) for s in STATES + GATES]
         + [so.Recording(s, site, s) for s, site in RANGES.items()]
         + [so.Recording(s, site, s) for s, (site, _) in CONSTANT.items()]
     )
@@ -53,7 +56,7 @@ def test_hh_states_match_neuron():
         stim = h.IClamp(soma(0.5))
         stim.delay, stim.dur, stim.amp = 1.0, 20.0, 0.3
         vecs = {"v": h.Vector().record(soma(0.5)._ref_v)}
-        for s in STATES:
+        for s in STATES + GATES:
             vecs[s] = h.Vector().record(getattr(soma(0.5), f"_ref_{s}"))
         for s, site in RANGES.items():
             seg = (soma if site is SOMA else dend)(0.5)
@@ -75,6 +78,10 @@ def test_hh_states_match_neuron():
     for s in STATES:
         err = np.max(np.abs(np.asarray(rec[s]) - ref[s]))
         assert err < 1e-11, (s, err)
+    for s in GATES:
+        err = np.max(np.abs(np.asarray(rec[s]) - ref[s])) / np.max(np.abs(ref[s]))
+        print(f"{s}: max |ours - NEURON| / max |NEURON| = {err:.2g}")
+        assert err < 1e-11, (s, err)
     for s in RANGES:  # NEURON's sample k+1 is ours at k (module docstring)
         ours = np.asarray(rec[s])
         assert ours[0] == pytest.approx(ref[s][0], rel=1e-13, abs=0.0), s
@@ -92,7 +99,8 @@ def test_errors_name_the_recording():
         ValueError,
         match=r"'q': mechanism 'hh' has no state or RANGE variable 'q' \(its "
         r"states: \['h', 'm', 'n'\]; its RANGE variables: \['el', 'gk', 'gkbar', "
-        r"'gl', 'gna', 'gnabar', 'il'\]",
+        r"'gl', 'gna', 'gnabar', 'hinf', 'htau', 'il', 'minf', 'mtau', 'ninf', "
+        r"'ntau'\]",
     ):
         so.build([_cell()], [], [so.Recording("q", SOMA, "q_hh")])
     with pytest.raises(ValueError, match=r"'p': mechanism 'pas' has no state or "):
