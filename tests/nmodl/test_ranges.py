@@ -115,3 +115,42 @@ def test_errors_list_the_range_variables(mechs):
         _model(mechs, ("ena_hh",))  # an ion variable: recorded as 'ena'
     with pytest.raises(ValueError, match="cannot record variable 'gna_pas'"):
         _model(mechs, ("gna_pas",))  # pas is not inserted
+
+
+LEAK_MOD = """
+NEURON {
+  SUFFIX leakr
+  NONSPECIFIC_CURRENT i
+  RANGE g, e, vstart, q
+}
+PARAMETER { g = 0.001 (S/cm2)  e = -70 (mV) }
+ASSIGNED { v (mV)  i (mA/cm2)  vstart (mV)  q }
+INITIAL { vstart = v  q = 2*g }
+BREAKPOINT { i = g*(v - e) }
+"""
+
+
+def test_initial_only_values_are_refused(tmp_path):
+    path = tmp_path / "leakr.mod"
+    path.write_text(LEAK_MOD)
+    cls = load_nmodl(path)["leakr"]
+    assert cls.nmodl.ranges == {"g": "constant", "e": "constant", "q": "constant",
+                                "i": "current"}  # fmt: skip
+    site = so.Site("c", "soma", 0.5)
+    cell = so.Cell("c", [so.Section("soma", 20.0, 20.0)], [so.Insert(cls())])
+    with pytest.raises(
+        ValueError,
+        match=r"recording 'vs': cannot record 'vstart' of mechanism 'leakr' "
+        r"\(.*leakr.mod\): only INITIAL computes it, from the voltage",
+    ):
+        so.build([cell], [], [so.Recording("vs", site, "vstart_leakr")])
+    model = so.build(
+        [cell],
+        [],
+        [so.Recording(n, site, f"{n}_leakr") for n in ("i", "q")]
+        + [so.Recording("v", site)],
+    )
+    rec = so.simulate(model, 0.1, 0.025).recordings
+    v = np.asarray(rec["v"])
+    np.testing.assert_allclose(np.asarray(rec["i"]), 0.001 * (v + 70.0), rtol=1e-14)
+    assert np.all(np.asarray(rec["q"]) == 0.002)  # INITIAL's, from the parameters
