@@ -8,6 +8,7 @@ sample k (sample 0 that of the initial state), which is our sample k. It
 computes `minf_hh`, `ntau_hh`, ... in its state update at the step's new
 voltage: the same sample as ours."""
 
+import diffrax as dfx
 import numpy as np
 import pytest
 
@@ -140,3 +141,24 @@ def test_model_file_records_a_state():
     spec["record"][0]["variable"] = "gx_hh"
     with pytest.raises(ValueError, match="no state or RANGE variable 'gx'"):
         so.load_spec(spec)
+
+
+@pytest.mark.parametrize(
+    "stepping",
+    [
+        so.FixedSteps(0.025, plain_first=False),
+        so.AdaptiveSteps(dfx.PIDController(rtol=1e-4, atol=1e-6), 0.025, 0.1),
+    ],
+    ids=["grid", "adaptive"],
+)
+def test_range_variables_in_every_stepping(stepping):
+    """The RANGE variable is the function of each saved sample's states, whatever
+    the stepping (each passes the model to the recorder)."""
+    cell = so.Cell("c", [so.Section("soma", 20.0, 20.0)], [so.Insert(so.HH())])
+    recs = [so.Recording(s, so.Site("c", "soma"), s) for s in ("m_hh", "h_hh")]
+    recs.append(so.Recording("gna", so.Site("c", "soma"), "gna_hh"))
+    model = so.build([cell], [so.StepCurrent(SOMA, 0.3, 0.2, 5.0)], recs)
+    rec = so.simulate(model, 2.0, stepping=stepping).recordings
+    m, h = np.asarray(rec["m_hh"]), np.asarray(rec["h_hh"])
+    np.testing.assert_allclose(np.asarray(rec["gna"]), 0.12 * m**3 * h, rtol=1e-14)
+    assert np.ptp(m) > 0.01  # the current step moves the gates
