@@ -139,7 +139,9 @@ def test_model_file_records_a_state():
     with pytest.raises(so.SpecError, match=r"record\[0\]\.variable"):
         so.load_spec(spec)
     spec["record"][0]["variable"] = "gx_hh"
-    with pytest.raises(ValueError, match="no state or RANGE variable 'gx'"):
+    with pytest.raises(
+        so.SpecError, match=r"record\[0\]\.variable: .*no state or RANGE variable 'gx'"
+    ):
         so.load_spec(spec)
 
 
