@@ -348,10 +348,16 @@ def build(
         point_processes=pp_groups,
     )
     check_shapes(model)
-    if state_recs:  # mechanism states ("m_hh"), recorded as point-process ones are
-        points = layout.point_recordings + tuple(
-            state_entries(model, state_recs, index_of)
+    if state_recs:  # mechanism states ("m_hh") and RANGE variables ("gna_hh"),
+        # recorded as point-process variables are
+        entries = state_entries(model, state_recs, index_of)
+        states = jax.eval_shape(model.init_state).groups
+        layout = dataclasses.replace(
+            layout,
+            point_recordings=layout.point_recordings + tuple(entries),
+            range_recordings=tuple(
+                name for name, g, var, _ in entries if var not in states[g]
+            ),
         )
-        layout = dataclasses.replace(layout, point_recordings=points)
         model = dataclasses.replace(model, layout=layout)
     return model

@@ -211,3 +211,10 @@ class MechanismGroup(AbstractStateGroup):
     def init_states(self, model, v, ions=None):
         env = self.environment(model, ions)
         return self.mechanism.init_states(self.take(v), env)
+
+    def range_variables(self, model, v, states, ions=None) -> dict[str, Array]:
+        """The mechanism's `RANGE` variables that are not states, per entry, at
+        the model's voltages `v` (mV) and this group's `states`
+        (`AbstractMechanism.range_variables`)."""
+        env = self.environment(model, ions)
+        return self.mechanism.range_variables(self.take(v), states, env)

@@ -314,6 +314,6 @@ def check_variable(rec, ion_table) -> str:
     )
     raise ValueError(
         f"recording {rec.name!r}: cannot record variable {var!r}: give 'v', a "
-        "state of a mechanism inserted there as '<state>_<suffix>' (e.g. 'm_hh'), "
-        f"or {hint}; RANGE variables that are not states are not supported yet"
+        "state or RANGE variable of a mechanism inserted there as "
+        f"'<name>_<suffix>' (e.g. 'm_hh', 'gna_hh'), or {hint}"
     )

@@ -45,6 +45,9 @@ class Layout:
     recording_variables: tuple[str, ...] = ()  # per recording; () means all "v"
     # events: (name, group position in `groups`, variable, entry)
     point_recordings: tuple[tuple[str, int, str, int], ...] = ()
+    # the names of the point recordings of mechanisms' RANGE variables (computed
+    # from the model, not read from the state)
+    range_recordings: tuple[str, ...] = ()
 
     def describe(self, index: int) -> str:
         c = self.compartments[index]
@@ -57,9 +60,12 @@ class Recording(eqx.Module):
     `variable`: `"v"` (membrane potential, mV, the default) or an ion's
     variable as NEURON names it: `"cai"`, `"cao"` (mM), `"eca"` (mV), `"ica"`
     (mA/cm², the ion's total membrane current), likewise for every ion of the
-    model; or a state of a mechanism inserted at the site, as NEURON names it:
-    `"<state>_<suffix>"` (`"m_hh"`; the suffix is an NMODL file's `SUFFIX`,
-    `hh`/`pas` for `HH`/`Passive`, else the mechanism's class name).
+    model; or a state or `RANGE` variable of a mechanism inserted at the site,
+    as NEURON names it: `"<name>_<suffix>"` (`"m_hh"`, `"gna_hh"` in S/cm²,
+    `"i_pas"` in mA/cm²; the suffix is an NMODL file's `SUFFIX`, `hh`/`pas` for
+    `HH`/`Passive`, else the mechanism's class name), computed from each
+    sample's voltage and states (`AbstractMechanism.range_variables`; NEURON
+    reports what `BREAKPOINT` computes one sample later, see `docs/nmodl.md`).
     """
 
     name: str

@@ -60,8 +60,9 @@ def read_cell_ions(r: Reader, raw, where: str) -> list[IonSetting]:
 
 def check_variables(r: Reader, record, cells, ions: dict) -> None:
     """Every record's `variable` is `v`, an ion variable of the model's ions (used
-    by a mechanism, or set in `ions`) or `<state>_<suffix>` for a mechanism of the
-    model (which `build` checks against the site's mechanisms and their states),
+    by a mechanism, or set in `ions`) or `<name>_<suffix>` for a mechanism of the
+    model (which `build` checks against the site's mechanisms, their states and
+    RANGE variables),
     else an error at its key path."""
     names = set(ions)
     suffixes = set()
@@ -85,9 +86,9 @@ def check_variables(r: Reader, record, cells, ions: dict) -> None:
         ]
         r.fail(
             f"record[{i}].variable",
-            f"cannot record {var!r}{suggest(var, choices)}: 'v', a state of a "
-            f"mechanism of the model as '<state>_<suffix>' (suffixes "
-            f"{sorted(suffixes)}; e.g. 'm_hh'), or an ion variable of this model's "
-            f"ions {sorted(names)} ('cai', 'cao', 'eca', 'ica', ...); RANGE "
-            "variables that are not states are not supported yet",
+            f"cannot record {var!r}{suggest(var, choices)}: 'v', a state or "
+            "RANGE variable of a mechanism of the model as '<name>_<suffix>' "
+            f"(suffixes {sorted(suffixes)}; e.g. 'm_hh', 'gna_hh'), or an ion "
+            f"variable of this model's ions {sorted(names)} ('cai', 'cao', "
+            "'eca', 'ica', ...)",
         )

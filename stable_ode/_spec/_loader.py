@@ -176,7 +176,17 @@ def build_spec(spec: ModelSpec) -> MembraneModel:
             netcons=spec.netcons,
         )
     except (ValueError, TypeError, LookupError) as e:
-        raise SpecError(spec.file, "cells", one_line(e)) from e
+        raise SpecError(spec.file, _key_of(spec, str(e)), one_line(e)) from e
+
+
+def _key_of(spec: ModelSpec, message: str) -> str:
+    """The key path of a `build` error: `record[i].variable` for one that names
+    record `i`'s recording (`"recording 'm': ..."`, an unknown mechanism
+    variable), else `cells`."""
+    for i, rec in enumerate(spec.record):
+        if message.startswith(f"recording {rec.name!r}:"):
+            return f"record[{i}].variable"
+    return "cells"
 
 
 def load_spec(

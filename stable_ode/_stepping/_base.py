@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._ion_table import reads_current
 from .._model import MembraneModel, State
 from .._recordings import Recordings
 from .._results import RESULTS
@@ -31,8 +32,15 @@ class Recorder(eqx.Module):
     index: tuple[int, ...] | None = eqx.field(static=True)
     names: tuple[str, ...] | None = eqx.field(static=True)
     variables: tuple[str, ...] = eqx.field(static=True, default=())
-    # events: point-process variables `(group, variable, entry)`, after `index`
+    # point-process and mechanism variables `(group, variable, entry)`, after
+    # `index` (events; states, or RANGE variables computed from `args`)
     points: tuple[tuple[int, str, int], ...] = eqx.field(static=True, default=())
+    ranges: bool = eqx.field(static=True, default=False)  # some point is a RANGE
+
+    @property
+    def needs_model(self) -> bool:
+        """Whether the solve's `args` must be the model (ion or RANGE variables)."""
+        return bool(self.variables) or self.ranges
 
     @staticmethod
     def of(model: MembraneModel) -> "Recorder":
@@ -45,6 +53,7 @@ class Recorder(eqx.Module):
             tuple(str(name) for name, _ in recs) + tuple(p[0] for p in points),
             tuple(model.layout.recording_variables),
             tuple((g, var, entry) for _, g, var, entry in points),
+            bool(model.layout.range_recordings),
         )
 
     def __call__(self, t, y, args):
@@ -58,7 +67,7 @@ class Recorder(eqx.Module):
         if not self.points:
             return cols
         # events: point-process variables after the others
-        return jnp.concatenate([cols, _points(y, self.points)])
+        return jnp.concatenate([cols, _points(y, self.points, args)])
 
     def _variables(self, model: MembraneModel, y):
         """The recorded variables at state `y` of `model` (the solve's `args`): one
@@ -108,18 +117,37 @@ def _gather_by(keys, index, values):
     return cols[np.argsort(np.asarray(positions, np.int32)).astype(np.int32)]
 
 
-def _points(y, points):
-    """The point-process variables `points` (`(group, variable, entry)`) of state
-    `y`, in order (events), one gather per group and variable."""
+def _points(y, points, model):
+    """The point-process and mechanism variables `points` (`(group, variable,
+    entry)`) of state `y`, in order (events), one gather per group and variable;
+    a mechanism's `RANGE` variable (one that is not a state) from `model` (the
+    solve's `args`), its `range_variables` evaluated once per group."""
     keys = [(g, var) for g, var, _ in points]
     entries = [entry for _, _, entry in points]
+    ranges = {}
+
+    def range_value(g, var):
+        if g not in ranges:
+            if not isinstance(model, MembraneModel):
+                raise ValueError(
+                    "recording RANGE variables needs the model as the solve's args"
+                )
+            group = model.mechanisms[g]
+            ions = None
+            if group.uses_ions:
+                ions = model.ion_views(y.v, y.groups, currents=reads_current(model))
+            ranges[g] = group.range_variables(model, y.v, y.groups[g], ions)
+        return ranges[g][var]
 
     def values(key):
         g, var = key
         states = y.groups[g]
-        if var == "g" and "g" not in states:  # Exp2Syn's `g = B - A`
+        if var in states:
+            return states[var]
+        mechanism = isinstance(model, MembraneModel) and g < len(model.mechanisms)
+        if var == "g" and not mechanism:  # Exp2Syn's `g = B - A`
             return states["B"] - states["A"]
-        return states[var]
+        return range_value(g, var)
 
     return _gather_by(keys, entries, values)
 

@@ -189,7 +189,7 @@ class AdaptiveSteps(AbstractStepping):
             t1,
             self.dt0,
             y0,
-            args=model if recorder.variables else None,  # ion recordings
+            args=model if recorder.needs_model else None,  # ion, RANGE recordings
             saveat=dfx.SaveAt(
                 subs=[
                     dfx.SubSaveAt(ts=ts, t1=True, fn=recorder),

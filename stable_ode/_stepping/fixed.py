@@ -229,7 +229,7 @@ def _plain_run(model_y0, cfg: GridConfig, differentiated: bool):
         )
         fast_result = fast.result
     else:
-        args = model if cfg.recorder.variables else None
+        args = model if cfg.recorder.needs_model else None
         saved, final, fast_result = grid_scan(
             MembraneTerm(model), solver, grid, y0, args, cfg.recorder
         )

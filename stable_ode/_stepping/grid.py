@@ -38,7 +38,7 @@ def grid_solve(model, y0, cfg: GridConfig, solver, controller, max_steps):
         grid[-1],
         None,
         y0,
-        args=model if cfg.recorder.variables else None,  # ion recordings
+        args=model if cfg.recorder.needs_model else None,  # ion, RANGE recordings
         saveat=dfx.SaveAt(
             subs=[
                 dfx.SubSaveAt(t0=True, steps=True, fn=cfg.recorder),

@@ -84,6 +84,9 @@ class AbstractMechanism(eqx.Module):
       default is each `Relaxation`'s steady state at `v` (NEURON's
       `finitialize`), with `kinetics` called with `states={}`; a mechanism with
       a `RateEquation` state, or whose kinetics read its states, implements it.
+    - optionally `range_variables(v, states, env)`: its `RANGE` variables that
+      are not states (conductances, currents, parameters), recordable as
+      `"<name>_<suffix>"` (default: none).
 
     Ions (NEURON's `USEION`): declare them in the class variable `ions`, a
     tuple of `UseIon`s (default: none). The mechanism then sees each ion as
@@ -150,6 +153,20 @@ class AbstractMechanism(eqx.Module):
     ) -> Float[Array, " n"] | dict[str, Float[Array, " n"]]:
         """Outward current density, mA/cm² (or a dict of them by ion, see the
         class docstring)."""
+
+    def range_variables(
+        self,
+        v: Float[Array, " n"],
+        states: dict[str, Float[Array, " n"]],
+        env: Environment,
+    ) -> dict[str, Float[Array, " n"]]:
+        """The mechanism's `RANGE` variables that are not states, by their NEURON
+        names without the suffix (`hh`'s `gna`, NEURON's `seg.gna_hh`), at
+        membrane potential `v` (mV), states `states` and `env`: what a recording
+        `"<name>_<suffix>"` reads. Conductances in S/cm², currents in mA/cm²,
+        potentials in mV, as NEURON. Default: none."""
+        del v, states, env
+        return {}
 
     def init_states(
         self, v: Float[Array, " n"], env: Environment

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._math import safe_exp, vtrap
+from .._math import safe_div, safe_exp, vtrap
 from ._base import AbstractMechanism
 from ._env import Environment
 from ._kinetics import alpha_beta_gate, Relaxation
@@ -64,6 +64,24 @@ class HH(AbstractMechanism):
         ik = self.gkbar * jnp.square(jnp.square(n)) * (v - self.ek)
         il = self.gl * (v - self.el)
         return ina + ik + il
+
+    def range_variables(self, v, states, env):
+        """NEURON's `hh` RANGE variables: `gnabar`, `gkbar`, `gl` (S/cm²), `el`
+        (mV), `gna = gnabar·m³·h`, `gk = gkbar·n⁴` (S/cm²), `il` (mA/cm²), and
+        each gate's `minf`, `mtau` (ms), ... at `v`."""
+        m, h, n = states["m"], states["h"], states["n"]
+        gates = self.kinetics(v, states, env)
+        return {
+            **{f"{x}inf": gates[x].inf for x in ("m", "h", "n")},
+            **{f"{x}tau": safe_div(1.0, gates[x].rate) for x in ("m", "h", "n")},
+            "gnabar": jnp.broadcast_to(self.gnabar, v.shape),
+            "gkbar": jnp.broadcast_to(self.gkbar, v.shape),
+            "gl": jnp.broadcast_to(self.gl, v.shape),
+            "el": jnp.broadcast_to(self.el, v.shape),
+            "gna": self.gnabar * m**3 * h,
+            "gk": self.gkbar * jnp.square(jnp.square(n)),
+            "il": self.gl * (v - self.el),
+        }
 
 
 def hh_rates(

@@ -2,6 +2,7 @@
 
 from typing import ClassVar
 
+import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._base import AbstractMechanism
@@ -27,3 +28,13 @@ class Passive(AbstractMechanism):
     def current(self, v, states, env):
         del states, env
         return self.g * (v - self.e)
+
+    def range_variables(self, v, states, env):
+        """NEURON's `pas` RANGE variables: `g` (S/cm²), `e` (mV) and `i = g·(v -
+        e)` (mA/cm²)."""
+        del states, env
+        return {
+            "g": jnp.broadcast_to(self.g, v.shape),
+            "e": jnp.broadcast_to(self.e, v.shape),
+            "i": self.g * (v - self.e),
+        }

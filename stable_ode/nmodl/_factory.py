@@ -32,12 +32,21 @@ from ._kinetics import (
     scheme_steady_state,
 )
 from ._point import derived_names
+from ._ranges import range_phases
 from ._runtime import typed
 from ._source import Source
 
 
 _counter = itertools.count()
-_RESERVED = {"kinetics", "current", "init_states", "gates", "ions", "nmodl"}
+_RESERVED = {
+    "kinetics",
+    "current",
+    "init_states",
+    "range_variables",
+    "gates",
+    "ions",
+    "nmodl",
+}
 
 
 def _land(a, b):
@@ -133,7 +142,11 @@ class NmodlInfo:
       integrated (`"relaxation"`, `"relaxation(tau)"` or `"rate"`);
     - `methods`: the `SOLVE ... METHOD`s of its BREAKPOINT;
     - `tables`: the names of the FUNCTIONs/PROCEDUREs with a `TABLE` (computed
-      exactly here; NEURON users set `usetable_<suffix> = 0` to compare).
+      exactly here; NEURON users set `usetable_<suffix> = 0` to compare);
+    - `ranges`: each recordable `RANGE` variable that is not a state → the
+      phase of NEURON's step that computes it (`"current"`, `"state"`,
+      `"constant"`; see `stable_ode/nmodl/_ranges.py`); `unrecordable`: the
+      others → why.
     """
 
     def __init__(self, **kw):
@@ -242,6 +255,13 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
         ns["initial"](m)
         return {s: _runtime.as_n(getattr(m, py(s)), v) for s in module.states}
 
+    phases, refused = range_phases(module, src.derived)
+
+    def range_variables(self, v, states, env):
+        m = _vars(self, v, states, env)
+        ns["breakpoint"](m)
+        return {x: _runtime.as_n(getattr(m, py(x)), v) for x in phases}
+
     info = NmodlInfo(
         path=module.path,
         suffix=module.suffix,
@@ -257,6 +277,8 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
             if isinstance(s, ir.Solve)
         ),
         tables=tuple(n for n, c in module.callables.items() if c.has_table),
+        ranges=phases,
+        unrecordable=refused,
         functions=ns,
     )
     if module.point_process:
@@ -271,6 +293,7 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
         "kinetics": kinetics,
         "current": current,
         "init_states": init_states,
+        "range_variables": range_variables,
         "nmodl": info,
     }
     if ions:
