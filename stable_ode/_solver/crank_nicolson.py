@@ -52,6 +52,14 @@ class CrankNicolson(AbstractVoltageSolver):
     its voltage step instead — Rannacher's start-up. That is O(1) first-order steps
     per discontinuity, so the global order stays 2.
 
+    **Second order through discontinuities** (`tr_bdf2=True`): those start-up
+    steps, and the step after a step that held a stimulus edge, are instead two
+    TR-BDF2 voltage steps of `dt/2` (L-stable and second order,
+    `_staggered.tr_bdf2_voltage_step`), and a fixed step with a stimulus edge
+    inside it is split at the edge (one TR-BDF2 step to it, two over the rest),
+    so the error through an edge, on or off the grid, is O(dt²) without
+    ringing. Smooth steps are unchanged.
+
     **Error estimate:** the step's residual against Simpson's rule on the cubic
     Hermite interpolant, `y1 - y0 - dt/6·(f0 + 4·f_mid + f1)` — the true local
     error to leading order, splitting and linearisation errors included (the
@@ -62,6 +70,9 @@ class CrankNicolson(AbstractVoltageSolver):
     the θ = 1 start-up steps, whose true error it also estimates. Cost per step:
     one right-hand side and one structured solve on top of the step.
     **Interpolation:** cubic Hermite from `f0`, `f1`.
+
+    Reference for TR-BDF2: Bank et al., *IEEE Trans. Electron Devices* 32 (1985);
+    Hosea & Shampine, *Appl. Numer. Math.* 20 (1996).
 
     **Adaptive use:** `diffrax.PIDController(rtol=tol, atol=tol)` with `tol`
     from about 1e-4 to 1e-6; see `docs/solvers.md`, "Fixed or adaptive steps".
@@ -187,9 +198,10 @@ CrankNicolson.__init__.__doc__ = """**Arguments:**
 - `startup`: take L-stable (θ = 1) voltage steps at the initial time and at
     stimulus edges (default `True`). `False` gives plain Crank–Nicolson, which rings
     after current steps as NEURON's `secondorder=2` does; for comparisons only.
-- `tr_bdf2`: with `startup`, take those steps with TR-BDF2 (L-stable and second
-    order) instead of backward Euler, and split a fixed step that holds a
+- `tr_bdf2`: with `startup`, take those steps, and the step after one that held
+    a stimulus edge, as two TR-BDF2 steps of `dt/2` (L-stable and second order)
+    instead of one backward Euler step, and split a fixed step that holds a
     stimulus edge inside it at the edge, so that the scheme stays second order
-    through discontinuities (default `False`: today's backward Euler start-up
-    steps, with the stimulus sampled at the step's middle).
+    through discontinuities (default `False`: the backward Euler start-up steps,
+    with the stimulus sampled at the step's middle, as before).
 """
