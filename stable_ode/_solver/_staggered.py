@@ -60,6 +60,21 @@ def advance(kin, y: State, dt, v) -> State:
     return State(v=v, groups=_per_state(lambda k, x: k.update(x, dt), kin, y.groups))
 
 
+def _linearised(term: MembraneTerm, y: State, s, linear_solver):
+    """What both voltage steps start from: the model, its coupling, `v0`, the
+    ionic current's `g = di/dv` at `v0` (S/cm²), the right-hand side
+    `area·(s - i(v0)) + coupling current` (mA) and the linear solver (the
+    coupling's own for `None`)."""
+    m = term.model
+    v0 = y.v
+    i0, g = term.linearised_current(v0, y.groups)
+    c = m.coupling
+    if linear_solver is None:
+        linear_solver = c.default_solver()
+    rhs = m.area * (s - i0) + c.current(v0)  # mA
+    return m, c, v0, g, rhs, linear_solver
+
+
 def voltage_step(
     term: MembraneTerm,
     y: State,
@@ -79,13 +94,7 @@ def voltage_step(
     `linear_solver=None`
     uses the coupling's own (`coupling.default_solver()`).
     """
-    m = term.model
-    v0 = y.v
-    i0, g = term.linearised_current(v0, y.groups)
-    c = m.coupling
-    if linear_solver is None:
-        linear_solver = c.default_solver()
-    rhs = m.area * (s - i0) + c.current(v0)  # mA
+    m, c, v0, g, rhs, linear_solver = _linearised(term, y, s, linear_solver)
     d = m.area * (m.capacitance / (1000 * dt) + theta * g)  # S
     sol = finite_linear_solve(c, theta, d, c.to_operator_order(rhs), linear_solver)
     delta = c.from_operator_order(sol)
@@ -120,14 +129,8 @@ def tr_bdf2_voltage_step(
 
     **Returns:** `(v1, g)`, `g = di/dv` at `v0` (S/cm²).
     """
-    m = term.model
-    v0 = y.v
-    i0, g = term.linearised_current(v0, y.groups)
-    c = m.coupling
-    if linear_solver is None:
-        linear_solver = c.default_solver()
+    m, c, v0, g, rhs, linear_solver = _linearised(term, y, s, linear_solver)
     gamma = TR_BDF2_GAMMA
-    rhs = m.area * (s - i0) + c.current(v0)  # mA
     scale = m.area * m.capacitance / (1000 * gamma * dt)  # S
     d = scale + 0.5 * m.area * g  # S
     d1 = c.from_operator_order(
