@@ -9,16 +9,15 @@ import sys
 import textwrap
 
 
-_SCRIPT = textwrap.dedent(
+_PRELUDE = textwrap.dedent(
     """
-    import os
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    import re
     import jax
     jax.config.update("jax_enable_x64", True)
     import equinox as eqx
     import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
     import stable_ode as so
 
     assert jax.device_count() == 4, jax.devices()
@@ -26,6 +25,27 @@ _SCRIPT = textwrap.dedent(
     site = so.Site("c", "soma", 0.5)
     model = so.build([cell], [so.StepCurrent(site, 0.1, 1.0, 5.0)],
                      [so.Recording("soma", site)])
+    """
+)
+"""A one-compartment HH model in a process with 4 fake CPU devices."""
+
+
+def _run_on_4_devices(script: str) -> None:
+    # The device count must be fixed before JAX initialises: a fresh process.
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    r = subprocess.run(
+        [sys.executable, "-c", _PRELUDE + script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "OK" in r.stdout
+
+
+_SCRIPT = textwrap.dedent(
+    """
 
     def loss(gna, amp):
         m = eqx.tree_at(lambda m: (m.mechanisms[0].mechanism.gnabar,
@@ -54,35 +74,11 @@ _SCRIPT = textwrap.dedent(
 
 
 def test_sharded_batch_gradient_equals_unsharded():
-    # The device count must be fixed before JAX initialises: a fresh process.
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    r = subprocess.run(
-        [sys.executable, "-c", _SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "OK" in r.stdout
+    _run_on_4_devices(_SCRIPT)
 
 
 _MESH_SCRIPT = textwrap.dedent(
     """
-    import re
-    import jax
-    jax.config.update("jax_enable_x64", True)
-    import equinox as eqx
-    import jax.numpy as jnp
-    import numpy as np
-    from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
-    import stable_ode as so
-
-    assert jax.device_count() == 4, jax.devices()
-    cell = so.Cell("c", [so.Section("soma", 20.0, 20.0, 1)], [so.Insert(so.HH())])
-    site = so.Site("c", "soma", 0.5)
-    model = so.build([cell], [so.StepCurrent(site, 0.1, 1.0, 5.0)],
-                     [so.Recording("soma", site)])
 
     def run(gna):
         m = eqx.tree_at(lambda m: m.mechanisms[0].mechanism.gnabar, model,
@@ -158,13 +154,4 @@ _MESH_SCRIPT = textwrap.dedent(
 
 
 def test_make_mesh_batch_step_loops_hold_no_collective():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    r = subprocess.run(
-        [sys.executable, "-c", _MESH_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "OK" in r.stdout
+    _run_on_4_devices(_MESH_SCRIPT)
