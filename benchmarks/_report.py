@@ -352,7 +352,7 @@ def _compared(rows: list[dict]) -> dict[tuple, tuple]:
         for r in rows
         if r["benchmark"] == "gradient" and r.get("kind") == "interleaved"
     ]
-    for model in {r.get("model", "cable") for r in grad}:
+    for model in dict.fromkeys(r.get("model", "cable") for r in grad):  # in order
         inter = [r for r in grad if r.get("model", "cable") == model]
         best = min((r["ms"] for r in inter if r["impl"] == "jaxley"), default=None)
         for r in inter:
