@@ -117,11 +117,12 @@ def _gather_by(keys, index, values):
     return cols[np.argsort(np.asarray(positions, np.int32)).astype(np.int32)]
 
 
-def _points(y, points, model):
+def _points(y, points, model=None):
     """The point-process and mechanism variables `points` (`(group, variable,
     entry)`) of state `y`, in order (events), one gather per group and variable;
     a mechanism's `RANGE` variable (one that is not a state) from `model` (the
-    solve's `args`), its `range_variables` evaluated once per group."""
+    solve's `args`; `None` when no RANGE variable is recorded), its
+    `range_variables` evaluated once per group."""
     keys = [(g, var) for g, var, _ in points]
     entries = [entry for _, _, entry in points]
     ranges = {}
