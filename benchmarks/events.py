@@ -21,7 +21,7 @@ printed side by side, not asserted equal.
 
 `--scale`: the Python build, the trace and XLA's compile of 1,000 cells and
 100,000 NetCons (`--quick`: 10,000), each size in its own process for its peak
-RSS, against 10 cells and 100 NetCons.
+RSS, against 10 cells and 100 NetCons (`--smoke`: the small one only).
 """
 
 import argparse
@@ -249,8 +249,8 @@ def main() -> None:
         flush=True,
     )
     emit("events", [row])
-    large = (30, 300) if a.smoke else (1000, 10_000) if a.quick else (1000, 100_000)
-    rows = scale_rows([(10, 100), large])
+    large = (1000, 10_000) if a.quick else (1000, 100_000)
+    rows = scale_rows([(10, 100)] if a.smoke else [(10, 100), large])
     for r in rows:
         print(
             f"{r['cells']} cells, {r['netcons']} NetCons: build {r['build_s']:.2f} s, "

@@ -187,10 +187,11 @@ def test_events_smoke(tmp_path):
     if neuron:  # the same network in both: spike counts alike (not equal by rule)
         n_ours, n_nrn = row["ours_spikes"], row["neuron_spikes"]
         assert abs(n_ours - n_nrn) <= n_nrn / 5
-    # build and compile of two sizes, each in its own process: reported, not timed
-    small, large = [r for r in rows if r["benchmark"] == "events_scale"]
-    assert (small["netcons"], large["netcons"]) == (100, 300)
-    assert all(r[k] > 0 for r in (small, large) for k in ("compile_s", "peak_rss_mb"))
+    # build and compile in a process of its own (one size in the smoke run):
+    # reported, not timed
+    (small,) = [r for r in rows if r["benchmark"] == "events_scale"]
+    assert (small["cells"], small["netcons"]) == (10, 100)
+    assert all(small[k] > 0 for k in ("build_s", "compile_s", "peak_rss_mb"))
     assert "## NetCon networks: build and compile time by size" in text
     assert "## Fixed steps: HH cells, Exp2Syn synapses" in text
 
