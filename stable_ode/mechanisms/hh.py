@@ -57,11 +57,16 @@ class HH(AbstractMechanism):
             ),
         }
 
+    def _conductances(self, states):
+        """`gna = gnabar·m³·h` and `gk = gkbar·n⁴`, S/cm²."""
+        m, h, n = states["m"], states["h"], states["n"]
+        return self.gnabar * m**3 * h, self.gkbar * jnp.square(jnp.square(n))
+
     def current(self, v, states, env):
         del env
-        m, h, n = states["m"], states["h"], states["n"]
-        ina = self.gnabar * m**3 * h * (v - self.ena)
-        ik = self.gkbar * jnp.square(jnp.square(n)) * (v - self.ek)
+        gna, gk = self._conductances(states)
+        ina = gna * (v - self.ena)
+        ik = gk * (v - self.ek)
         il = self.gl * (v - self.el)
         return ina + ik + il
 
@@ -69,7 +74,7 @@ class HH(AbstractMechanism):
         """NEURON's `hh` RANGE variables: `gnabar`, `gkbar`, `gl` (S/cm²), `el`
         (mV), `gna = gnabar·m³·h`, `gk = gkbar·n⁴` (S/cm²), `il` (mA/cm²), and
         each gate's `minf`, `mtau` (ms), ... at `v`."""
-        m, h, n = states["m"], states["h"], states["n"]
+        gna, gk = self._conductances(states)
         gates = self.kinetics(v, states, env)
         return {
             **{f"{x}inf": gates[x].inf for x in ("m", "h", "n")},
@@ -78,8 +83,8 @@ class HH(AbstractMechanism):
             "gkbar": jnp.broadcast_to(self.gkbar, v.shape),
             "gl": jnp.broadcast_to(self.gl, v.shape),
             "el": jnp.broadcast_to(self.el, v.shape),
-            "gna": self.gnabar * m**3 * h,
-            "gk": self.gkbar * jnp.square(jnp.square(n)),
+            "gna": gna,
+            "gk": gk,
             "il": self.gl * (v - self.el),
         }
 
