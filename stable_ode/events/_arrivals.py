@@ -138,21 +138,42 @@ class CellArrivals(eqx.Module):
     delay: Float[Array, " m"]
     weight: Float[Array, " m"]
 
-    def deliver(self, states, ring, t_lo, t_hi, t_at, closed: bool, jump):
-        """`states` with the arrivals in `(t_lo, t_hi]` (`closed`) or
-        `(t_lo, t_hi)` added by `jump(entry, weight, age)`, `age = t_at -
-        arrival` (ms); `ring`: the sources' `spikes` state."""
-        spikes = ring[self.source]  # (m, pending)
-        t = spikes + self.delay[:, None]
+    def deliver(self, states, ring, parts):
+        """`states` with the arrivals of each of `parts` added: a part
+        `(t_lo, t_hi, t_at, closed, jump)` adds the arrivals in `(t_lo,
+        t_hi]` (`closed`) or `(t_lo, t_hi)` by `jump(entry, weight, age)`,
+        `age = t_at - arrival` (ms); `ring`: the sources' `spikes` state.
+
+        A NetCon has at most one arrival in a delivery interval: two
+        crossings of one threshold are more than a step apart (the voltage
+        must be back at or below the threshold at a step's end in between),
+        and an interval is at most a step long (adaptive steps land on
+        every arrival). So `jump` is evaluated once per NetCon and part, on
+        `(m,)` arrays, and each state gets one scattered addition; should a
+        NetCon ever see two arrivals in one interval, the states are made
+        non-finite, so the step is retried shorter (never a dropped event)."""
+        # (pending, m): the sums over a NetCon's spikes are elementwise.
+        spikes = ring.T[:, self.source]
+        t = spikes + self.delay[None, :]
         ts = jax.lax.stop_gradient(t)
-        mask = is_time(spikes) & (ts > t_lo) & ((ts <= t_hi) if closed else (ts < t_hi))
-        age = jnp.where(mask, t_at - t, 0.0)
-        entry = jnp.broadcast_to(self.entry[:, None], t.shape)
-        w = jnp.broadcast_to(self.weight[:, None], t.shape)
+        ok = is_time(spikes)
+        total: dict = {}
+        double = jnp.zeros((), bool)
+        for t_lo, t_hi, t_at, closed, jump in parts:
+            mask = ok & (ts > t_lo) & ((ts <= t_hi) if closed else (ts < t_hi))
+            count = jnp.sum(mask, axis=0)
+            double = double | jnp.any(count > 1)
+            hit = count > 0
+            # The arrival's time, with its gradient (0 where none arrives).
+            arrival = jnp.sum(jnp.where(mask, t, 0.0), axis=0)
+            age = jnp.where(hit, t_at - arrival, 0.0)
+            for k, inc in jump(self.entry, self.weight, age).items():
+                inc = jnp.where(hit, inc, jnp.zeros_like(inc))
+                total[k] = inc if k not in total else total[k] + inc
         out = dict(states)
-        for k, inc in jump(entry, w, age).items():
-            inc = jnp.where(mask, inc, jnp.zeros_like(inc))
-            out[k] = out[k].at[entry.reshape(-1)].add(inc.reshape(-1))
+        for k, inc in total.items():
+            x = out[k].at[self.entry].add(inc.astype(out[k].dtype))
+            out[k] = jnp.where(double, jnp.nan, x)
         return out
 
     def next_arrival(self, ring, after):

@@ -115,8 +115,9 @@ class SpikeLog(_NoCurrent):
 
     **Fields:** `index` (each slot's compartment), `source` (the source each
     recording follows), `max_spikes`, `log_names`. **States:** `t` (ms,
-    `NONE` where empty), `overflow` (the time of the first spike that did not
-    fit, ms, `NONE` if none)."""
+    `NONE` where empty), `overflow` (at each recording's first slot: the time
+    of its first spike that did not fit, ms; `NONE` if none, and in the other
+    slots)."""
 
     index: Int[Array, " nslot"]
     source: Int[Array, " nlog"]
@@ -132,19 +133,23 @@ class SpikeLog(_NoCurrent):
 
     def write(self, states, cross, tc, count):
         """`states` with the crossings `cross` at `tc` (ms) of the sources,
-        which had fired `count` times before."""
+        which had fired `count` times before. Costs `O(recordings)`: one
+        slot per recording is written, and a lost spike is noted in the
+        `overflow` of the recording's first slot."""
         c = self.max_spikes
         hit = cross[self.source]
         k = count[self.source].astype(jnp.int32)
         fits = hit & (k < c)
-        slot = jnp.arange(self.source.shape[0], dtype=jnp.int32) * c
-        slot = slot + jnp.minimum(k, c - 1)
+        first_slot = jnp.arange(self.source.shape[0], dtype=jnp.int32) * c
+        slot = first_slot + jnp.minimum(k, c - 1)
         t = states["t"]
         t = t.at[slot].set(jnp.where(fits, tc[self.source], t[slot]))
-        full = jnp.repeat(hit & ~fits, c)
-        t_lost = jnp.repeat(jax.lax.stop_gradient(tc[self.source]), c)
-        first = full & ~_is_time(states["overflow"])
-        return {"t": t, "overflow": jnp.where(first, t_lost, states["overflow"])}
+        over = states["overflow"]
+        old = over[first_slot]
+        first = hit & ~fits & ~_is_time(old)
+        t_lost = jax.lax.stop_gradient(tc[self.source])
+        over = over.at[first_slot].set(jnp.where(first, t_lost, old))
+        return {"t": t, "overflow": over}
 
     def times(self, states) -> dict:
         """The recorded spike times (ms) by name, padded with `inf`."""

@@ -97,11 +97,11 @@ class EventSteps(AbstractWrappedSolver):
             if cell is None or ring0 is None:
                 return y
             t_lo = jnp.maximum(x["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
-            y = cell.deliver(y, ring0, t_lo, t0, t0, True, g.jump)
+            parts = [(t_lo, t0, t0, True, g.jump)]
             if g.in_step:  # the mean over the step of those inside it
-                y = cell.deliver(y, ring0, t_lo, t0, t0, True, g.onset_jump(t1 - t0))
-                y = cell.deliver(y, ring0, t0, t1, t1, False, g.in_step_jump(t1 - t0))
-            return y
+                parts.append((t_lo, t0, t0, True, g.onset_jump(t1 - t0)))
+                parts.append((t0, t1, t1, False, g.in_step_jump(t1 - t0)))
+            return cell.deliver(y, ring0, parts)
 
         y0 = _hook(model, y0, before)
         y1, y_error, dense, inner, result = self.solver.step(
@@ -118,7 +118,7 @@ class EventSteps(AbstractWrappedSolver):
             cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
             if cell is None or ring1 is None:
                 return y
-            y = cell.deliver(y, ring1, x["t_delivered"][0], t1, t1, False, g.jump)
+            y = cell.deliver(y, ring1, [(x["t_delivered"][0], t1, t1, False, g.jump)])
             return g.with_current(v1, y)
 
         y1 = _hook(model, y1, after)
