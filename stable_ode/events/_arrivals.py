@@ -138,11 +138,12 @@ class CellArrivals(eqx.Module):
     delay: Float[Array, " m"]
     weight: Float[Array, " m"]
 
-    def deliver(self, states, ring, parts):
+    def deliver(self, states, spikes, parts):
         """`states` with the arrivals of each of `parts` added: a part
         `(t_lo, t_hi, t_at, closed, jump)` adds the arrivals in `(t_lo,
         t_hi]` (`closed`) or `(t_lo, t_hi)` by `jump(entry, weight, age)`,
-        `age = t_at - arrival` (ms); `ring`: the sources' `spikes` state.
+        `age = t_at - arrival` (ms). `spikes`: the sources' ring buffer as
+        its columns (`ThresholdSources.columns`, one `(n,)` array per slot).
 
         A NetCon has at most one arrival in a delivery interval: two
         crossings of one threshold are more than a step apart (the voltage
@@ -150,30 +151,34 @@ class CellArrivals(eqx.Module):
         and an interval is at most a step long (adaptive steps land on
         every arrival). So `jump` is evaluated once per NetCon and part, on
         `(m,)` arrays, and each state gets one scattered addition; should a
-        NetCon ever see two arrivals in one interval, the states are made
-        non-finite, so the step is retried shorter (never a dropped event)."""
-        # (pending, m): the sums over a NetCon's spikes are elementwise.
-        spikes = ring.T[:, self.source]
-        t = spikes + self.delay[None, :]
-        ts = jax.lax.stop_gradient(t)
-        ok = is_time(spikes)
+        NetCon ever see two arrivals in one interval, its increment is NaN,
+        so the step is retried shorter (never a dropped event).
+
+        Everything before the scatters is elementwise over the NetCons (the
+        sum over a source's buffered spikes is unrolled), so XLA fuses it
+        into a few loops: on the CPU a step's cost is mostly the number of
+        kernels it runs."""
+        rows = jnp.stack(spikes)[:, self.source]  # one gather: (pending, m)
+        cols = [(s, s + self.delay) for s in rows]
         total: dict = {}
-        double = jnp.zeros((), bool)
         for t_lo, t_hi, t_at, closed, jump in parts:
-            mask = ok & (ts > t_lo) & ((ts <= t_hi) if closed else (ts < t_hi))
-            count = jnp.sum(mask, axis=0)
-            double = double | jnp.any(count > 1)
+            count, arrival = 0, 0.0
+            for s, t in cols:
+                ts = jax.lax.stop_gradient(t)
+                later = (ts <= t_hi) if closed else (ts < t_hi)
+                hit = is_time(s) & (ts > t_lo) & later
+                count = count + hit.astype(jnp.int32)
+                # The arrival's time, with its gradient (0 where none arrives).
+                arrival = arrival + jnp.where(hit, t, 0.0)
             hit = count > 0
-            # The arrival's time, with its gradient (0 where none arrives).
-            arrival = jnp.sum(jnp.where(mask, t, 0.0), axis=0)
             age = jnp.where(hit, t_at - arrival, 0.0)
             for k, inc in jump(self.entry, self.weight, age).items():
                 inc = jnp.where(hit, inc, jnp.zeros_like(inc))
+                inc = jnp.where(count > 1, jnp.nan, inc)
                 total[k] = inc if k not in total else total[k] + inc
         out = dict(states)
         for k, inc in total.items():
-            x = out[k].at[self.entry].add(inc.astype(out[k].dtype))
-            out[k] = jnp.where(double, jnp.nan, x)
+            out[k] = out[k].at[self.entry].add(inc.astype(out[k].dtype))
         return out
 
     def next_arrival(self, ring, after):

@@ -4,7 +4,8 @@ upwards (NEURON's `NetCon(sec(x)._ref_v, target, threshold, delay, weight)`).
 `ThresholdSources` is one state group for all sources of a model. Each source
 keeps a fixed-size ring buffer of its `pending` most recent spike times (its
 `spikes` state), so memory does not grow with the simulated time and a step's
-delivery costs `O(netcons × pending)`, not `O(netcons × max_delay / dt)`.
+delivery costs `O(netcons × pending)` elementwise work and `O(netcons)`
+scattered additions, not `O(netcons × max_delay / dt)`.
 A crossing is located within the step by linear interpolation of `v` between
 the step's start and end, `t0 + (t1 - t0)·(threshold - v0)/(v1 - v0)`, a
 differentiable function of the step's states (so a spike time carries the
@@ -73,6 +74,11 @@ class ThresholdSources(_NoCurrent):
     def ring(self, states) -> Float[Array, "n pending"]:
         """The ring buffer of `states`, `(n, pending)` spike times (ms)."""
         return jnp.stack([states[f"s{k}"] for k in range(self.pending)], axis=1)
+
+    def columns(self, states) -> tuple[Float[Array, " n"], ...]:
+        """The ring buffer of `states` by slot: `pending` arrays of `(n,)`
+        spike times (ms)."""
+        return tuple(states[f"s{k}"] for k in range(self.pending))
 
     def init_states(self, model, v):
         del model

@@ -44,12 +44,12 @@ def _hook(model, y: State, fn) -> State:
     return State(v=y.v, groups=groups)
 
 
-def _ring(model, y: State):
-    """The threshold sources' ring buffer in `y` (`(n, pending)` ms), or
-    `None`."""
+def _spikes(model, y: State):
+    """The threshold sources' ring buffer in `y` by slot (`(n,)` arrays, ms),
+    or `None`."""
     for g, x in zip(model.groups, y.groups):
         if isinstance(g, ThresholdSources):
-            return g.ring(x)
+            return g.columns(x)
     return None
 
 
@@ -89,7 +89,7 @@ class EventSteps(AbstractWrappedSolver):
         inner, t_start = solver_state
         model = membrane_term(terms).model
         span = self.span
-        ring0 = _ring(model, y0)
+        ring0 = _spikes(model, y0)
 
         def before(g, x):
             y = g.before_step(t0, t1, t_start, x, span)
@@ -109,7 +109,7 @@ class EventSteps(AbstractWrappedSolver):
         )
         v1 = y1.v
         y1 = _detect(model, t0, t1, y0.v, y1)
-        ring1 = _ring(model, y1)
+        ring1 = _spikes(model, y1)
 
         def after(g, x):
             if isinstance(g, (ThresholdSources, SpikeLog)):

@@ -31,6 +31,7 @@ import pytest
 from events_neuron import run
 
 import stable_ode as so
+from stable_ode.events._arrivals import CellArrivals, NONE
 from stable_ode.events._sources import SpikeLog, ThresholdSources
 from stable_ode.events._stepping import event_outcome
 
@@ -162,6 +163,30 @@ def test_overflow_is_reported():
     assert result == so.RESULTS.event_overflow
     np.testing.assert_allclose(stats["t_fail"], 3.1)
     assert "max_pending" in so.RESULTS[so.RESULTS.event_overflow]
+
+
+def test_two_arrivals_of_one_netcon_in_one_interval_are_not_merged():
+    """`CellArrivals.deliver` evaluates one arrival per NetCon and interval
+    (two crossings of a threshold are more than a step apart): should two
+    arrive in one interval anyway, the increment is NaN (the step is then
+    retried shorter), never one delivery for both; one gives its jump."""
+    arrivals = CellArrivals(
+        source=jnp.asarray([0, 0], jnp.int32),
+        entry=jnp.asarray([0, 1], jnp.int32),
+        delay=jnp.asarray([1.0, 2.0]),
+        weight=jnp.asarray([0.5, 0.25]),
+    )
+
+    def jump(entry, w, age):
+        return {"g": w * jnp.exp(-age)}
+
+    states = {"g": jnp.zeros(2)}
+    one = (jnp.asarray([1.0]), jnp.asarray([NONE]))
+    out = arrivals.deliver(states, one, [(1.5, 2.5, 2.5, True, jump)])
+    np.testing.assert_allclose(out["g"], [0.5 * np.exp(-0.5), 0.0])
+    two = (jnp.asarray([1.0]), jnp.asarray([1.2]))  # both arrive in (1.5, 2.5]
+    out = arrivals.deliver(states, two, [(1.5, 2.5, 2.5, True, jump)])
+    assert np.isnan(out["g"][0]) and out["g"][1] == 0.0
 
 
 def test_bad_input():
