@@ -99,15 +99,16 @@ class ThresholdSources(_NoCurrent):
         tc = t0 + (t1 - t0) * jnp.clip(jnp.where(cross, frac, 0.0), 0.0, 1.0)
         count = states["count"]
         slot = jnp.mod(count, self.pending).astype(jnp.int32)
-        ring = self.ring(states)
-        rows = jnp.arange(ring.shape[0])
-        old = ring[rows, slot]
+        ring = self.columns(states)
+        # Elementwise over the slots (no gather or scatter: XLA fuses it).
+        old = sum(jnp.where(slot == k, s, 0.0) for k, s in enumerate(ring))
         # The overwritten spike still has arrivals after t0 to deliver.
         pending = jax.lax.stop_gradient(old) + self.horizon > t0
         lost = cross & _is_time(old) & pending
-        ring = ring.at[rows, slot].set(jnp.where(cross, tc, old))
         first = lost & ~_is_time(states["overflow"])
-        out = {f"s{k}": ring[:, k] for k in range(self.pending)}
+        out = {
+            f"s{k}": jnp.where(cross & (slot == k), tc, s) for k, s in enumerate(ring)
+        }
         out["count"] = count + cross.astype(count.dtype)
         out["overflow"] = jnp.where(
             first, jax.lax.stop_gradient(tc), states["overflow"]
