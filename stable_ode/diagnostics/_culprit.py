@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._common import _bad_np, _params_at
+from ._nmodl_source import first_bad_statement, nmodl_info
 from ._probes import kinetics_function
 from ._report import Diagnosis
 
@@ -95,6 +96,9 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
                 inputs["celsius"] = float(model.celsius)
             else:
                 inputs.update(_params_at(mech, j, n))
+            source = None
+            if stage != "linearisation":  # a value, not a derivative, went bad
+                source = _mod_source(model, group, mech, ins, is_kinetics, j, n)
             return Diagnosis(
                 found=True,
                 stage=stage,
@@ -103,8 +107,22 @@ def _culprit_from_records(model, records, threshold) -> Diagnosis | None:
                 inputs=inputs,
                 outputs={k: float(x[j]) for k, x in outs.items()},
                 culprit_location=None if comp is None else model.layout.describe(comp),
+                source=source,
             )
     return None
+
+
+def _mod_source(model, group, mech, ins, is_kinetics, j, n):
+    """For an imported mechanism, the `.mod` line whose statement first went
+    non-finite at entry `j` when its kinetics or current is re-run eagerly on
+    the recorded inputs (`None` otherwise)."""
+    if nmodl_info(mech) is None:
+        return None
+    v = jnp.asarray(ins["v"])
+    states = {k: jnp.asarray(x) for k, x in ins.items() if k != "v"}
+    env = group.environment(model)
+    fn = mech.kinetics if is_kinetics else mech.current
+    return first_bad_statement(mech, lambda: fn(v, states, env), j, n)
 
 
 def _total(i):

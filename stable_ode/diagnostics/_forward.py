@@ -18,6 +18,7 @@ from ._common import (
     _step,
 )
 from ._culprit import _culprit_from_records
+from ._nmodl_source import state_line
 from ._probes import Recorder
 from ._report import Diagnosis, Kind
 
@@ -117,6 +118,7 @@ def _explain_step(model, solver, ts, k, y, ss, threshold) -> Diagnosis:
         function=f"{type(solver).__name__}.step",
         inputs=inputs,
         culprit_location=None if comp is None else model.layout.describe(comp),
+        source=None if label == "v" else state_line(model, label),
     )
 
 

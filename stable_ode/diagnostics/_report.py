@@ -70,6 +70,10 @@ class Diagnosis:
     - `inputs`, `outputs`: that function's inputs and outputs at the culprit
       compartment at that moment (e.g. `{"v": -212.3, "m": 0.01}`), as floats.
     - `culprit_location`: the compartment where that function went bad.
+    - `source`: for a mechanism imported from NMODL, the `.mod` line to blame
+      (a `ModLine`: `path`, `line`, `text`; `str()` gives `"cad.mod:42:
+      cai' = ..."`): the statement whose value first went non-finite, or,
+      for a bad state update, the state's equation; else `None`.
     - `parameter`: going backward, the parameter whose cotangent went bad.
     - `n_steps`: steps checked.
     - `notes`: further remarks (a tuple of strings).
@@ -93,6 +97,7 @@ class Diagnosis:
     inputs: dict[str, float] = dataclasses.field(default_factory=dict)
     outputs: dict[str, float] = dataclasses.field(default_factory=dict)
     culprit_location: str | None = None
+    source: Any = None
     parameter: str | None = None
     n_steps: int = 0
     notes: tuple[str, ...] = ()
@@ -131,6 +136,8 @@ class Diagnosis:
         )
         if self.mechanism:
             lines.append(f"  mechanism: {self.mechanism}")
+        if self.source is not None:
+            lines.append(f"  source:    {self.source}")
         if self.culprit_location and self.culprit_location != self.location:
             lines.append(f"  where:     {self.culprit_location}")
         if self.inputs:
