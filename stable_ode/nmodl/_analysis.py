@@ -214,3 +214,134 @@ def check_reads(module: ir.Module, body, exposed, written, fail) -> None:
             fail(n, line)
 
     _exposed(body, set(), exposed, set(written), on_read)
+
+
+class Sources:
+    """Which mechanism-level names each value depends on (data and control
+    flow), walking statements in order: `of[name]` after the statements so
+    far; a name not yet assigned is its own source. Callables are summarised
+    per written name (`summaries`), their parameters as `"#k"`."""
+
+    def __init__(self, summaries: dict, params=()):
+        self.summaries = summaries
+        self.of: dict[str, set[str]] = {p: {f"#{k}"} for k, p in enumerate(params)}
+
+    def expr(self, e: ir.Expr) -> set[str]:
+        out = set()
+        for n in names_in(e):
+            out |= self.of.get(n, {n})
+        for call in _calls(e):
+            out |= self.call(call.fn, call.args).get(call.fn, set())
+        return out
+
+    def call(self, fn: str, args) -> dict[str, set[str]]:
+        """What a call of `fn` with `args` assigns: name → its sources here."""
+        summary = self.summaries.get(fn)
+        if summary is None:  # a built-in: only its arguments
+            return {fn: set().union(*(self.expr(a) for a in args))}
+        actual = [self.expr(a) for a in args]
+        out = {}
+        for name, srcs in summary.items():
+            mapped = set()
+            for s in srcs:
+                if s.startswith("#"):
+                    k = int(s[1:])
+                    mapped |= actual[k] if k < len(actual) else set()
+                else:
+                    mapped |= self.of.get(s, {s})
+            out[name] = mapped
+        return out
+
+    def walk(self, body, control=frozenset()):
+        for s in body:
+            if isinstance(s, ir.Local):
+                for n in s.names:
+                    self.of[n] = set(control)
+            elif isinstance(s, ir.Assign):
+                self.of[s.target] = self.expr(s.value) | control
+            elif isinstance(s, ir.CallStmt):
+                for name, srcs in self.call(s.fn, s.args).items():
+                    if name != s.fn:
+                        self.of[name] = srcs | control
+            elif isinstance(s, ir.If):
+                inner = control | self.expr(s.cond)
+                before = {k: set(v) for k, v in self.of.items()}
+                self.walk(s.body, inner)
+                taken = self.of
+                self.of = {k: set(v) for k, v in before.items()}
+                self.walk(s.orelse, inner)
+                other = self.of
+                # A name either branch assigns: either branch's value (the old
+                # one, or the name itself, where a branch leaves it alone).
+                old = {k: before.get(k, {k}) for k in taken.keys() | other.keys()}
+                self.of = {k: taken.get(k, old[k]) | other.get(k, old[k]) for k in old}
+            else:
+                # DiffEq, Reaction, Conserve, Solve: nothing a plain walk
+                # can follow; what they touch depends on all they read.
+                reads = set().union(*(self.expr(e) for e in _exprs(s)))
+                for n in getattr(s, "state", None), getattr(s, "block", None):
+                    if n is not None:
+                        self.of[n] = reads | control
+
+
+def _calls(e: ir.Expr) -> list[ir.Call]:
+    if isinstance(e, ir.Call):
+        return [e] + [c for a in e.args for c in _calls(a)]
+    if isinstance(e, ir.Unary):
+        return _calls(e.operand)
+    if isinstance(e, ir.BinOp):
+        return _calls(e.lhs) + _calls(e.rhs)
+    return []
+
+
+def summaries(module: ir.Module) -> dict[str, dict[str, set[str]]]:
+    """For every callable: each mechanism-level name it assigns (and, for a
+    FUNCTION, its own name: the value it returns) → the mechanism-level names
+    and parameters (`"#k"`) that value depends on. A recursive callable is
+    summarised as depending on everything it reads."""
+    out: dict[str, dict[str, set[str]]] = {}
+    fx = effects(module)
+
+    def visit(name, stack=()):
+        if name in out:
+            return
+        c = module.callables[name]
+        if name in stack:
+            reads, writes = fx[name]
+            every = set(reads) | {f"#{k}" for k in range(len(c.params))}
+            out[name] = {w: set(every) for w in writes | {name}}
+            return
+        for callee in _callees(c.body) & set(module.callables):
+            visit(callee, stack + (name,))
+        local = set(c.params) | {name}
+        for s in walk(c.body):
+            if isinstance(s, ir.Local):
+                local |= set(s.names)
+        src = Sources(out, c.params)
+        src.walk(c.body)
+        written = {n for n in src.of if n not in local or n == name}
+        written -= set(c.params)
+        out.setdefault(name, {n: src.of[n] for n in written})
+
+    for name in module.callables:
+        visit(name)
+    return out
+
+
+def stale_initial_reads(module: ir.Module, kept) -> dict[str, set[str]]:
+    """`INITIAL`'s reads of `ASSIGNED`s before it computes them (NEURON's value
+    left by another block, or 0 on the first run) that reach what it leaves
+    behind: each name of `kept` (the states, the values it derives once) →
+    the stale `ASSIGNED`s its value depends on (only names that have any)."""
+    if module.initial is None:
+        return {}
+    watched = set(module.assigned) - set(module.statics)
+    src = Sources(summaries(module))
+    src.walk(module.initial.body)
+    out = {}
+    for name in kept:
+        if name in src.of:
+            stale = src.of[name] & watched
+            if stale:
+                out[name] = stale
+    return out

@@ -9,7 +9,9 @@ from ._analysis import (
     effects,
     expand,
     exposed_reads,
+    stale_initial_reads,
     StateDependence,
+    walk,
 )
 from ._codegen import Emitter, label_of, py, Scope
 from ._errors import NmodlError
@@ -125,7 +127,7 @@ class Source:
                 fail(f"{blk.kind} {blk.name}"),
             )
         if mod.initial is not None:
-            check_reads(mod, mod.initial.body, exposed, set(), fail("INITIAL"))
+            self.check_initial_reads(exposed, fail("INITIAL"))
         if mod.breakpoint is not None:
             body = []
             for s in mod.breakpoint.body:
@@ -138,6 +140,33 @@ class Source:
                 else:
                     body.append(s)
             check_reads(mod, body, exposed, set(self.derived), fail("BREAKPOINT"))
+
+    def check_initial_reads(self, exposed, fail):
+        """`INITIAL` may read an `ASSIGNED` before computing it (NEURON reads
+        0 there on the first run, and the previous run's value after) if
+        nothing it leaves behind depends on that value: the states it
+        initialises and the values it derives once (dbbs' `Cav3_1` computes
+        `taum` from `qt` before setting `qt`, and sets only `m = minf`).
+        Generated code reads 0 there. With a `SOLVE ... STEADYSTATE` in it,
+        every such read is an error."""
+        mod = self.module
+        first: dict[str, int | None] = {}
+        check_reads(
+            mod,
+            mod.initial.body,
+            exposed,
+            set(),
+            lambda n, line: first.setdefault(n, line),
+        )
+        if not first:
+            return
+        if any(isinstance(s, ir.Solve) for s in walk(mod.initial.body)):
+            name, line = next(iter(first.items()))
+            fail(name, line)
+        kept = set(mod.states) | set(self.derived)
+        for target, stale in sorted(stale_initial_reads(mod, kept).items()):
+            name = min(stale, key=lambda n: first.get(n) or 0)
+            fail(f"{name} (on which {target} depends)", first.get(name))
 
     def solved_block(self, s: ir.Solve) -> ir.Block:
         blk = self.module.derivatives.get(s.block)

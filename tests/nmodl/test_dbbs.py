@@ -33,18 +33,17 @@ def _folder() -> pathlib.Path:
 
 PREFIX = "glia__dbbs_mod_collection__"
 _ARRAY = ("array", "array variables (tspike[...], inf[...])")
-_INIT = ("ASSIGNED", "INITIAL reads qt before computing it (NEURON: a value left over)")
 _COMP = ("COMPARTMENT", "calcium diffusion/buffering with COMPARTMENT volumes")
 
 # file (without PREFIX and .mod) -> None (imports) or (construct, why not)
 EXPECTED = {
     "AMPA__0": _ARRAY, "AMPA__granule": _ARRAY, "CaL13__0": None,
     "Ca__granule_cell": None, "Cav2_1__0": None, "Cav2_2__0": None,
-    "Cav2_3__0": _ARRAY, "Cav3_1__0": _INIT, "Cav3_2__0": None, "Cav3_3__0": None,
+    "Cav2_3__0": _ARRAY, "Cav3_1__0": None, "Cav3_2__0": None, "Cav3_3__0": None,
     "GABA__0": _ARRAY,
     "GABA__biexp": ("NET_RECEIVE", "a NET_RECEIVE that is not `x = x + expr`"),
     "GABA__granule": _ARRAY, "HCN1__0": None, "HCN1__golgi": None, "HCN2__0": None,
-    "Kca1_1__0": None, "Kca2_2__0": None, "Kca3_1__0": _INIT, "Kir2_3__0": None,
+    "Kca1_1__0": None, "Kca2_2__0": None, "Kca3_1__0": None, "Kir2_3__0": None,
     "Km__granule_cell": None, "Kv1_1__0": None, "Kv1_5__0": None, "Kv2_2__0": None,
     "Kv3_3__0": None, "Kv3_4__0": None, "Kv4_3__0": None, "Kv7__0": None,
     "Leak__0": None, "Leak__GABA": None, "NMDA__granule": _ARRAY,
@@ -75,6 +74,8 @@ def test_import(name):
     assert e.value.line is not None and e.value.path == str(path)
 
 
+# Cav3_1 and Kca3_1 (which import since INITIAL may read qt early) are not
+# compared yet: added here they gave 0.49 mV against NEURON (not understood).
 COMPARED = ("Nav1_6__0", "Kv3_4__0", "Kca1_1__0")
 CAI, CELSIUS, DT, T1 = 1e-3, 32.0, 0.025, 30.0
 
@@ -95,6 +96,9 @@ def test_against_neuron(neuron_mechanisms):
     start = []  # per mechanism: its scheme states' initial populations
     sec(0.5).cai = CAI  # (no mechanism writes cai: NEURON leaves it as set)
     h.usetable_hh, h.secondorder, h.dt, h.celsius = 0, 0, DT, CELSIUS
+    for n in COMPARED:  # NEURON's TABLEs off: ours are computed exactly
+        if mechs[PREFIX + n].nmodl.tables:
+            setattr(h, f"usetable_{PREFIX}{n}", 0)
     h.CVode().active(0)
     h.finitialize(-65.0)
     for n in COMPARED:

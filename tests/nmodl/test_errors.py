@@ -122,7 +122,37 @@ CASES = {
         12,
         "DERIVATIVE s reads tau before computing it",
     ),
+    "initial_stale_read_into_state": (
+        "STATE { a }\nASSIGNED { q ainf tau (ms) }\n"
+        "BREAKPOINT { SOLVE s METHOD cnexp i = g*a*v }\n"
+        "INITIAL {\n  rates()\n  a = ainf\n  q = 2\n}\n"
+        "PROCEDURE rates() {\n  ainf = q\n  tau = 1/q\n}\n"
+        "DERIVATIVE s {\n  rates()\n  a' = (ainf - a)/tau\n}\n",
+        "ASSIGNED",
+        12,
+        "INITIAL reads q (on which a depends) before computing it",
+    ),
 }
+
+
+def test_initial_may_read_an_assigned_early_into_values_it_drops(tmp_path):
+    """As dbbs' `Cav3_1`: `INITIAL` calls `rates()` before it sets `q`; the
+    `tau` it computes from the stale `q` is not kept (the state takes
+    `ainf`, which does not depend on `q`), so the file imports and `a`
+    starts at `ainf`."""
+    body = (
+        "STATE { a }\nASSIGNED { q ainf tau (ms) }\n"
+        "BREAKPOINT { SOLVE s METHOD cnexp i = g*a*v }\n"
+        "INITIAL {\n  rates()\n  a = ainf\n  q = 2\n}\n"
+        "PROCEDURE rates() {\n  ainf = 1/(1 + exp(-v/10))\n"
+        "  if (v < -200) {\n    tau = 1\n  } else {\n    tau = 1/q\n  }\n}\n"
+        "DERIVATIVE s {\n  rates()\n  a' = (ainf - a)/tau\n}\n"
+    )
+    snip = load(tmp_path, body)["snip"]
+    cell = so.Cell("c", [so.Section("s", 10.0, 10.0)], [so.Insert(snip())])
+    model = so.build([cell], v_init=-20.0)
+    a0 = float(model.init_state().groups[0]["a"][0])
+    assert a0 == pytest.approx(1 / (1 + 2.718281828459045**2.0), rel=1e-12)
 
 
 @pytest.mark.parametrize("case", list(CASES))
