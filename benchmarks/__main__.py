@@ -62,6 +62,9 @@ COMPARISONS = {
     "redesign_start": "the code at the start of the redesign (`fb227c7`), run "
     "on the same machine right after this run (`--only forward branched network "
     "gradient`)",
+    "events_delivery": "the events benchmark alone (`--quick --only events`) "
+    "after the NetCon delivery rewrite, on another machine (AVX2, slower), "
+    "2026-12-02 19:56 UTC",
 }
 """Folders next to `results.md` holding another run's `results.json` → what was
 different in that run."""
