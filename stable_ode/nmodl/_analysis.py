@@ -17,13 +17,8 @@ def names_in(e: ir.Expr) -> set[str]:
 
 
 def calls_in(e: ir.Expr) -> set[str]:
-    if isinstance(e, ir.Call):
-        return {e.fn}.union(*(calls_in(a) for a in e.args))
-    if isinstance(e, ir.Unary):
-        return calls_in(e.operand)
-    if isinstance(e, ir.BinOp):
-        return calls_in(e.lhs) | calls_in(e.rhs)
-    return set()
+    """The names of the functions `e` calls."""
+    return {c.fn for c in _calls(e)}
 
 
 def _exprs(s):
@@ -275,13 +270,8 @@ class Sources:
                 # one, or the name itself, where a branch leaves it alone).
                 old = {k: before.get(k, {k}) for k in taken.keys() | other.keys()}
                 self.of = {k: taken.get(k, old[k]) | other.get(k, old[k]) for k in old}
-            else:
-                # DiffEq, Reaction, Conserve, Solve: nothing a plain walk
-                # can follow; what they touch depends on all they read.
-                reads = set().union(*(self.expr(e) for e in _exprs(s)))
-                for n in getattr(s, "state", None), getattr(s, "block", None):
-                    if n is not None:
-                        self.of[n] = reads | control
+            # DiffEq, Reaction, Conserve, Solve: in no callable, and an INITIAL
+            # holding a SOLVE is not walked (`Source.check_initial_reads`).
 
 
 def _calls(e: ir.Expr) -> list[ir.Call]:
