@@ -124,3 +124,27 @@ def neuron_mechanisms(tmp_path_factory):
     h.nrn_load_dll(str(lib))
     h.load_file("stdrun.hoc")
     return h
+
+
+_NEURON_GLOBALS = ("celsius", "dt", "secondorder", "usetable_hh", "v_init", "tstop")
+
+
+@_pytest.fixture(autouse=True)
+def _neuron_globals():
+    """NEURON's globals (`celsius`, `dt`, ...) as they were before each test,
+    restored after it: a `pytest-xdist` worker runs many NEURON comparisons in
+    one process, and one that sets `celsius` must not change the next one's
+    reference (a dbbs run at 32 °C once left a 6.3 °C HH comparison at 32)."""
+    import sys
+
+    neuron = sys.modules.get("neuron")
+    if neuron is None:
+        yield
+        return
+    h = neuron.h
+    old = {k: getattr(h, k) for k in _NEURON_GLOBALS if hasattr(h, k)}
+    active = h.CVode().active()
+    yield
+    for k, v in old.items():
+        setattr(h, k, v)
+    h.CVode().active(active)

@@ -16,12 +16,13 @@ def run(
     t_stop,
     dt,
     v_init=-65.0,
+    celsius=6.3,
     atol=None,
     spikes=(),
 ):
     """NEURON's fixed step (`secondorder = 0`, `usetable_hh = 0`) on `cells` with
     the same point processes and NetCons, or CVODE at `atol` (rtol 0, sampled
-    every `dt`) if given; `record`: `{name: (site or point process,
+    every `dt`) if given, at `celsius` °C; `record`: `{name: (site or point process,
     variable)}` with variable `"v"` or a point-process variable; `spikes`:
     `SpikeRecording`s (`NetCon.record`). Returns `(t, {name: trace})`, the
     spike times under their names."""
@@ -97,7 +98,7 @@ def run(
             con.record(vec)
             keep.append(con)
             spiked[r.name] = vec
-        h.dt = dt
+        h.dt, h.celsius = dt, celsius
         h.secondorder = 0
         h.usetable_hh = 0
         h.finitialize(v_init)
