@@ -53,6 +53,8 @@ BENCHMARKS = {
     "network": "100 HH point neurons with 1,000 graded synapses vs Jaxley",
     "events": "100 HH cells, 1,000 Exp2Syn NetCons with delays vs NEURON; build "
     "and compile of 1,000 cells with 100,000 NetCons",
+    "nmodl": "a cell with NEURON's demo .mod channels and a calcium pool, imported, "
+    "vs NEURON running the same files and Jaxley's own channels; load_nmodl time",
     "work_precision": "spike-time error vs steps and time; Kvaerno5, CVODE",
     "gradient": "gradient time and memory per checkpoint configuration",
     "loading": "loading and building model files of 1,000 to 100,000 sections",
@@ -68,7 +70,8 @@ COMPARISONS = {
 }
 """Folders next to `results.md` holding another run's `results.json` → what was
 different in that run."""
-PER_DTYPE = ("forward", "branched", "network", "morphology")  # one process per dtype
+# one process per dtype
+PER_DTYPE = ("forward", "branched", "network", "morphology", "nmodl")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -24,6 +24,8 @@ FIXED = {
     "Jaxley's and NEURON's import of the same SWC file",
     "events": "Fixed steps: HH cells, Exp2Syn synapses, threshold NetCons with "
     "delays, ours against NEURON",
+    "nmodl": "Fixed steps: a cell with imported NMODL channels and a calcium pool, "
+    "ours against NEURON running the same .mod files and Jaxley's own channels",
 }
 """The fixed-step comparisons (benchmark → heading), in the order shown."""
 
@@ -133,6 +135,39 @@ def events_scale_table(rows: list[dict]) -> list[str]:
         for r in these
     ]
     return out + [""]
+
+
+def nmodl_table(rows: list[dict]) -> list[str]:
+    """Imported mechanisms: our voltages and calcium against NEURON's run of the
+    same `.mod` files (`nmodl`), and `load_nmodl`'s time per file
+    (`nmodl_import`)."""
+    runs = [r for r in rows if r["benchmark"] == "nmodl" and "neuron_max_dv" in r]
+    files = [r for r in rows if r["benchmark"] == "nmodl_import"]
+    if not runs and not files:
+        return []
+    out = ["## Imported NMODL mechanisms: agreement with NEURON, import time", ""]
+    if runs:
+        out += ["Ours (`BackwardEuler`) against NEURON's fixed step (`secondorder = "
+                "0`) on the same `.mod` files, over every step.", "",
+                "| case | dtype | max \\|Δv\\| mV | max \\|Δcai\\| mM | peak cai mM |",
+                "|---|---|---|---|---|"]  # fmt: skip
+        out += [
+            f"| {r['case']} | {r['dtype']} | {r['neuron_max_dv']:.2g} | "
+            f"{r['neuron_max_dcai_mm']:.2g} | {r['cai_peak_mm']:.3g} |"
+            for r in runs
+        ]
+        out.append("")
+    if files:
+        out += [
+            "`load_nmodl` of one file in a fresh process (parse, analysis, code "
+            "generation), seconds.",
+            "",
+            "| file | load_nmodl s |",
+            "|---|---|",
+        ]
+        out += [f"| {r['file']} | {r['import_s']:.2f} |" for r in files]
+        out.append("")
+    return out
 
 
 def morphology_load_table(rows: list[dict]) -> list[str]:
@@ -398,6 +433,7 @@ def summary(rows: list[dict]) -> list[str]:
         fixed_tables(rows)
         + compile_table(rows)
         + events_scale_table(rows)
+        + nmodl_table(rows)
         + morphology_load_table(rows)
         + adaptive_table(rows)
         + work_precision_table(rows)
