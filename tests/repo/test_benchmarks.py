@@ -336,7 +336,9 @@ def test_render_run_row_comparison_and_failure(tmp_path):
     assert "not recorded" in report.render(rows[1:], [], str(tmp_path))
 
 
-@pytest.mark.parametrize("folder", ["", "small_loops", "events_delivery"])
+@pytest.mark.parametrize(
+    "folder", ["", "small_loops", "events_delivery", "nmodl_import"]
+)
 def test_committed_results_md_is_rendered_from_results_json(folder):
     """The committed results files are exactly what `python -m benchmarks
     --render` makes of the committed rows (nobody edits them by hand)."""
