@@ -14,10 +14,12 @@ arrays); a 0.3 nA step into the soma from 2 ms for the rest of the run; 100 ms
 at dt = 0.025 ms (`--quick`: 50 ms, `--smoke`: 5 ms), recording `v` at the soma
 and at the dendrite's end, and the soma's `cai`.
 
-- **ours**: `load_nmodl` of the four files, `simulate(..., solver=BackwardEuler())`,
+- **ours**: `load_nmodl` of the five files, `simulate(..., solver=BackwardEuler())`,
   jitted, parameters as arguments.
-- **NEURON**: the same four files compiled by `nrnivmodl` into a temporary folder
-  (once per file set and NEURON version; tables off), fixed step at
+- **NEURON**: the same files, but `passive.mod` (NEURON's built-in `pas` is
+  compiled from it), compiled by `nrnivmodl` into a cache folder under the
+  temporary directory keyed by their contents (as `from_neuron` does; once per
+  file set); tables off, fixed step at
   `secondorder = 0` (NEURON's scheme, which `BackwardEuler` follows for imported
   mechanisms), `ParallelContext.psolve`. `max |Δv|` is ours against it.
 - **Jaxley**: the same cell with Jaxley 0.14's own channels of the same kinds —
@@ -34,13 +36,10 @@ call on the same file (parsing with the front end, analysis, code generation).
 """
 
 import argparse
-import hashlib
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 
@@ -110,41 +109,18 @@ def build_ours(dtype, n_dend: int):
     return so.build([cell], [stim], recs, celsius=CELSIUS, v_init=V_INIT, dtype=dtype)
 
 
-def compiled_mechanisms() -> pathlib.Path | str:
-    """`mod_files()` but `passive.mod` (NEURON's built-in `pas` is compiled
-    from it) compiled by `nrnivmodl` into a folder under the system's temporary
-    directory named by their contents and NEURON's version (compiled once, then
-    reused): the library's path, or the compiler's output if it failed."""
-    import neuron
-
-    files = [f for f in mod_files() if f.name != "passive.mod"]
-    digest = hashlib.sha256(neuron.__version__.encode())
-    for f in files:
-        digest.update(f.name.encode() + f.read_bytes())
-    folder = pathlib.Path(tempfile.gettempdir()) / (
-        f"stable_ode_benchmark_mod_{digest.hexdigest()[:16]}"
-    )
-    lib = folder / "x86_64" / "libnrnmech.so"
-    if not lib.is_file():
-        folder.mkdir(exist_ok=True)
-        for f in files:
-            shutil.copy(f, folder / f.name)
-        proc = subprocess.run(
-            ["nrnivmodl", "."], cwd=folder, capture_output=True, text=True
-        )
-        if proc.returncode != 0 or not lib.is_file():
-            return proc.stdout[-2000:] + proc.stderr[-2000:]
-    return lib
-
-
 class NeuronCell:
     """The cell in NEURON with the compiled files; `run()` returns the
     recordings (soma v, dendrite-end v, soma cai) at every step."""
 
-    def __init__(self, lib: pathlib.Path, n_dend: int, t_max: float):
+    def __init__(self, n_dend: int, t_max: float):
         from neuron import h
 
-        h.nrn_load_dll(str(lib))
+        from stable_ode._neuron_import._runner import compile_and_load
+
+        # nrnivmodl'd once into a cache folder keyed by the files' contents; not
+        # passive.mod, from which NEURON's built-in `pas` is compiled
+        compile_and_load(h, [f for f in mod_files() if f.name != "passive.mod"])
         h.load_file("stdrun.hoc")
         self.h, self.t_max = h, t_max
         self.soma = h.Section(name="soma")
@@ -243,10 +219,7 @@ def run(dtype_name: str, repeats: int, n_dend: int, t_max: float) -> dict:
         jaxley = ("bwd_euler, own channels", theirs, (cell.get_parameters(),))
     neuron = None
     if dtype_name == "float64" and have_neuron():
-        lib = compiled_mechanisms()
-        if isinstance(lib, str):
-            raise RuntimeError(f"nrnivmodl failed:\n{lib}")
-        nrn = NeuronCell(lib, n_dend, t_max)
+        nrn = NeuronCell(n_dend, t_max)
         neuron = ("fixed, secondorder=0, same .mod files", nrn.run)
     row = compare(
         f"soma + {n_dend}-compartment dendrite, 5 imported mechanisms "
