@@ -47,18 +47,20 @@ def load_nmodl(
       Rosenbrock–Euler step of `RateEquation`, more accurate at a given dt.
       `cnexp` states always take the exact step, which is NEURON's.
 
-    **Returns:** a dict from each file's `SUFFIX` to its mechanism class, an
-    `AbstractMechanism` subclass used like `HH`:
-    `so.Insert(mechs["hh"](gnabar=0.1))`. Its fields are the file's
-    `PARAMETER`s (NEURON's names and units; a Python keyword gets a trailing
-    `_`); `cls.nmodl` holds the file, the generated source and each state's
-    equation line.
+    **Returns:** a dict from each file's `SUFFIX` or `POINT_PROCESS` name to its
+    class. A density mechanism (`SUFFIX`) is an `AbstractMechanism` subclass
+    used like `HH`: `so.Insert(mechs["hh"](gnabar=0.1))`; a point process is
+    used like `stable_ode.events.ExpSyn`: `mechs["ExpSyn"](site, tau=2.0,
+    name="s")`, given to `build(..., point_processes=[...])` and targeted by
+    NetCons. Their fields are the file's `PARAMETER`s (NEURON's names and
+    units; a Python keyword gets a trailing `_`); `cls.nmodl` holds the file,
+    the generated source and each state's equation line.
 
     **Raises:** `NmodlError` (a `ValueError`) naming the file, the line and the
     construct for a file that is missing, does not parse, uses a construct
     that is not supported (VERBATIM, POINTER, nonlinear KINETIC schemes, random
-    numbers, POINT_PROCESS, ...), or defines a `SUFFIX` that another file
-    already defines; `ImportError` if NEURON is not installed.
+    numbers, `net_send`, ...), or defines a name that another file already
+    defines; `ImportError` if NEURON is not installed.
     """
     from ._declarations import read_mod
     from ._factory import make_class
