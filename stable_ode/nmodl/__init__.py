@@ -73,7 +73,7 @@ def load_nmodl(
             raise NmodlError(
                 f,
                 module.lines.get("SUFFIX"),
-                "SUFFIX",
+                "POINT_PROCESS" if module.point_process else "SUFFIX",
                 f"{module.suffix} is also defined in {where[module.suffix]}",
             )
         modules[module.suffix] = module

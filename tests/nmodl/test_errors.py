@@ -201,6 +201,19 @@ def test_duplicate_suffix_names_both_files(tmp_path):
     assert str(e.value) == (f"{b}:2: SUFFIX: snip is also defined in {a}")
 
 
+def test_duplicate_point_process_names_the_keyword(tmp_path):
+    a, b = tmp_path / "a.mod", tmp_path / "b.mod"
+    text = (
+        "NEURON {\n  POINT_PROCESS Syn\n  NONSPECIFIC_CURRENT i\n}\n"
+        "ASSIGNED { i (nA) }\nBREAKPOINT { i = 0 }\n"
+    )
+    a.write_text(text)
+    b.write_text(text)
+    with pytest.raises(NmodlError) as e:
+        load_nmodl([a, b])
+    assert str(e.value) == (f"{b}:2: POINT_PROCESS: Syn is also defined in {a}")
+
+
 def test_useion_of_an_unknown_ion_without_valence(tmp_path):
     head = "NEURON {\n  SUFFIX clleak\n  USEION cl READ ecl WRITE icl\n}\n"
     body = (
