@@ -189,7 +189,10 @@ def build_jaxley(n_dend: int, t_max: float):
 
 def run(dtype_name: str, repeats: int, n_dend: int, t_max: float) -> dict:
     """Time ours against NEURON (float64 only) and Jaxley where installed; one
-    row (`forward.compare`'s, Jaxley's `max |Δv|` removed: other equations)."""
+    row: `forward.compare`'s, with Jaxley's `max |Δv|` removed (other
+    equations) and NEURON's split into `neuron_max_dv` (the two voltages, mV)
+    and `neuron_max_dcai_mm` (`compare` takes one maximum over all three
+    recordings, which mixes mV and mM)."""
     import jax
     import jax.numpy as jnp
 
