@@ -45,20 +45,19 @@ class CrankNicolson(AbstractVoltageSolver):
     Each sub-flow is integrated exactly (gates) or to second order (voltage), so
     the symmetric composition is order 2.
 
-    **No ringing.** Crank–Nicolson is A- but not L-stable: stiff cable modes
-    excited by a current step oscillate (NEURON's `secondorder=2` does). Here every
-    step that starts at the initial time, at a stimulus edge, or right after a
-    jump the step controller reports, takes θ = 1 (backward Euler, L-stable) for
-    its voltage step instead — Rannacher's start-up. That is O(1) first-order steps
-    per discontinuity, so the global order stays 2.
-
-    **Second order through discontinuities** (`tr_bdf2=True`): those start-up
-    steps, and the step after a step that held a stimulus edge, are instead two
-    TR-BDF2 voltage steps of `dt/2` (L-stable and second order,
+    **No ringing, second order through discontinuities.** Crank–Nicolson is
+    A- but not L-stable: stiff cable modes excited by a current step oscillate
+    (NEURON's `secondorder=2` does). Here every step that starts at the initial
+    time, at a stimulus edge, or right after a jump the step controller
+    reports, and the step after a step that held a stimulus edge, is two
+    TR-BDF2 voltage steps of `dt/2` instead (L-stable and second order,
     `_staggered.tr_bdf2_voltage_step`), and a fixed step with a stimulus edge
     inside it is split at the edge (one TR-BDF2 step to it, two over the rest),
     so the error through an edge, on or off the grid, is O(dt²) without
-    ringing. Smooth steps are unchanged.
+    ringing. Smooth steps are the θ = 1/2 step. With `tr_bdf2=False` those
+    start-up steps are one backward Euler (θ = 1) step each, Rannacher's
+    start-up: O(1) first-order steps per discontinuity, so the global order
+    stays 2, but the error at an edge is backward Euler's.
 
     **Error estimate:** the step's residual against Simpson's rule on the cubic
     Hermite interpolant, `y1 - y0 - dt/6·(f0 + 4·f_mid + f1)` — the true local
@@ -67,7 +66,7 @@ class CrankNicolson(AbstractVoltageSolver):
     which dominates the gates') — filtered on stiff components (one more voltage
     solve; gates divided by `1 + z/2 + z²/12`, `z = rate·dt`, other states by
     their kinetics' filter; see `_staggered.filtered_error`). O(dt³); O(dt²) on
-    the θ = 1 start-up steps, whose true error it also estimates. Cost per step:
+    backward Euler start-up steps, whose true error it also estimates. Cost per step:
     one right-hand side and one structured solve on top of the step.
     **Interpolation:** cubic Hermite from `f0`, `f1`.
 
@@ -85,7 +84,7 @@ class CrankNicolson(AbstractVoltageSolver):
 
     linear_solver: lx.AbstractLinearSolver | None = None
     startup: bool = True
-    tr_bdf2: bool = False
+    tr_bdf2: bool = True
 
     def order(self, terms):
         del terms
@@ -202,6 +201,8 @@ CrankNicolson.__init__.__doc__ = """**Arguments:**
     a stimulus edge, as two TR-BDF2 steps of `dt/2` (L-stable and second order)
     instead of one backward Euler step, and split a fixed step that holds a
     stimulus edge inside it at the edge, so that the scheme stays second order
-    through discontinuities (default `False`: the backward Euler start-up steps,
-    with the stimulus sampled at the step's middle, as before).
+    through discontinuities (default `True`). `False` gives Rannacher's
+    backward Euler start-up steps, with the stimulus sampled at the step's
+    middle: first order at each edge, the scheme of versions before TR-BDF2
+    became the default.
 """

@@ -88,9 +88,13 @@ def pid():
 SOLVES = {
     "exponential_euler_fixed": lambda: dict(solver=so.ExponentialEuler()),
     "backward_euler_fixed": lambda: dict(solver=so.BackwardEuler()),
-    "crank_nicolson_fixed": lambda: dict(solver=so.CrankNicolson()),
+    # The traces predate TR-BDF2 start-up steps (now the default): they hold
+    # Rannacher's backward Euler start-up steps.
+    "crank_nicolson_fixed": lambda: dict(solver=so.CrankNicolson(tr_bdf2=False)),
     "backward_euler_pid": lambda: dict(solver=so.BackwardEuler(), controller=pid()),
-    "crank_nicolson_pid": lambda: dict(solver=so.CrankNicolson(), controller=pid()),
+    "crank_nicolson_pid": lambda: dict(
+        solver=so.CrankNicolson(tr_bdf2=False), controller=pid()
+    ),
     "tsit5_pid": lambda: dict(solver=dfx.Tsit5(), controller=pid()),
 }
 
