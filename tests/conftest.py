@@ -30,6 +30,7 @@ _DEMO_FILES = (
     "capump.mod",
     "nacaex.mod",
     "release.mod",
+    "capmpr.mod",
 )
 _OWN_FILES = (
     _TESTS / "nmodl" / "mod" / "hhns.mod",
@@ -38,6 +39,7 @@ _OWN_FILES = (
     _TESTS / "nmodl" / "mod" / "cabind.mod",
     _TESTS / "nmodl" / "mod" / "canapool.mod",
     _TESTS / "nmodl" / "mod" / "napool.mod",
+    _TESTS / "nmodl" / "mod" / "cabuf.mod",
     _TESTS / "data" / "mod" / "capool_ions.mod",
     _TESTS / "data" / "mod" / "kmarkov.mod",
     _TESTS / "data" / "mod" / "kcascheme.mod",

@@ -35,6 +35,8 @@ def _exprs(s):
         return [s.kf] + ([s.kb] if s.kb is not None else []) + species
     if isinstance(s, ir.Conserve):
         return [s.total] + [ir.Name(n) for n, _ in s.terms]
+    if isinstance(s, ir.Compartment):
+        return [s.volume]
     return []
 
 
@@ -209,6 +211,14 @@ def check_reads(module: ir.Module, body, exposed, written, fail) -> None:
             fail(n, line)
 
     _exposed(body, set(), exposed, set(written), on_read)
+
+
+def early_reads(body, exposed, written) -> set[str]:
+    """The mechanism-level names `body` reads before anything in it computes
+    them (`written`: computed before `body` runs)."""
+    out: set[str] = set()
+    _exposed(body, set(), exposed, set(written), lambda n, line: out.add(n))
+    return out
 
 
 class Sources:

@@ -217,7 +217,7 @@ class Emitter:
             if self.equation is None:
                 self.fail("x' =", "a derivative outside a DERIVATIVE block")
             self.equation(self, s, sc)
-        elif isinstance(s, (ir.Reaction, ir.Conserve)):
+        elif isinstance(s, (ir.Reaction, ir.Conserve, ir.Compartment)):
             if self.reaction is None:
                 self.fail("~", "reactions belong in KINETIC blocks")
             self.reaction(self, s, sc)

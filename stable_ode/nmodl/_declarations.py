@@ -144,7 +144,7 @@ def read_mod(path: pathlib.Path) -> ir.Module:
             kind = "DERIVATIVE" if t == "DerivativeBlock" else "KINETIC"
             name = b.name.get_node_name()
             line = r.block_line(rf"\b{kind}\s+{re.escape(name)}\b")
-            r.in_kinetic = kind == "KINETIC"
+            r.in_kinetic, r.seen_reaction = kind == "KINETIC", False
             body = r.stmts(b.statement_block)
             r.in_kinetic = False
             d["derivatives"][name] = ir.Block(kind, name, body, line)

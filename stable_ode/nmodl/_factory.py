@@ -29,6 +29,7 @@ from ._kinetics import (
     ImplicitRelaxation,
     linear_scheme,
     markov_scheme,
+    nonlinear_scheme,
     scheme_steady_state,
 )
 from ._point import derived_names
@@ -101,6 +102,7 @@ _GLOBALS = dict(
     ImplicitRateEquation=ImplicitRateEquation,
     markov_scheme=markov_scheme,
     linear_scheme=linear_scheme,
+    nonlinear_scheme=nonlinear_scheme,
     scheme_steady_state=scheme_steady_state,
     land=_land,
     lor=_lor,
@@ -224,10 +226,18 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
 
     derivs = [ns[f"deriv_{b.name}"] for b in src.solved]
 
+    carried = [py(x) for x in sorted(src.carried)]
+
     def kinetics(self, v, states, env):
         out = {}
         for d in derivs:
-            out |= d(_vars(self, v, states, env))
+            m = _vars(self, v, states, env)
+            if carried:  # the values this step's BREAKPOINT leaves
+                after = m.copy()
+                ns["breakpoint"](after)
+                for x in carried:
+                    setattr(m, x, getattr(after, x))
+            out |= d(m)
         return out
 
     written = [

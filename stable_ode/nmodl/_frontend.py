@@ -56,10 +56,7 @@ _UNSUPPORTED = {
     "FromStatement": ("FROM", "loops are not supported"),
     "ReactionStatement": ("~", "reactions belong in KINETIC blocks"),
     "Conserve": ("CONSERVE", "CONSERVE belongs in KINETIC blocks"),
-    "Compartment": (
-        "COMPARTMENT",
-        "kinetic schemes with COMPARTMENT volumes are not supported yet",
-    ),
+    "Compartment": ("COMPARTMENT", "COMPARTMENT belongs in KINETIC blocks"),
     "LonDiffuse": ("LONGITUDINAL_DIFFUSION", "not supported"),
     "LagStatement": ("LAG", "LAG is not supported"),
     "WatchStatement": ("WATCH", "WATCH belongs to point processes"),
@@ -126,6 +123,7 @@ class _Reader:
         self.loc = Locator(text)
         self.cursor = 1
         self.in_kinetic = False  # reading a KINETIC block: reactions allowed
+        self.seen_reaction = False  # a reaction read in this KINETIC block
 
     def fail(self, line, construct, problem):
         raise NmodlError(self.path, line, construct, problem)
@@ -188,12 +186,17 @@ class _Reader:
 
     def name(self, name: str) -> ir.Name:
         if name in ("f_flux", "b_flux"):
-            self.fail(
-                self.cursor,
-                name,
-                "the flux of the previous reaction is not supported; write "
-                "the flux expression instead",
-            )
+            if not self.in_kinetic:
+                self.fail(
+                    self.cursor, name, "f_flux and b_flux belong in KINETIC blocks"
+                )
+            if not self.seen_reaction:
+                self.fail(
+                    self.cursor,
+                    name,
+                    f"{name} is the flux of the previous reaction, and no "
+                    "reaction comes before it",
+                )
         return ir.Name(name)
 
     # -- statements ------------------------------------------------------------
@@ -233,8 +236,10 @@ class _Reader:
                 self.stmt_line(r"\bTABLE\b")
                 self.has_table = True
             return None
-        if t in ("ReactionStatement", "Conserve") and self.in_kinetic:
-            return self.reaction(s) if t == "ReactionStatement" else self.conserve(s)
+        if t in ("ReactionStatement", "Conserve", "Compartment") and self.in_kinetic:
+            if t == "ReactionStatement":
+                return self.reaction(s)
+            return self.conserve(s) if t == "Conserve" else self.compartment(s)
         if t in _UNSUPPORTED:
             self.unsupported(s)
         if t == "ProtectStatement":
@@ -338,6 +343,21 @@ class _Reader:
         else:
             rhs = self.species(s.reaction2, line)
             out = ir.Reaction(op, lhs, rhs, kf, self.expr(s.expression2), line)
+        self.seen_reaction = True
+        self.cursor = line + 1
+        return out
+
+    def compartment(self, s) -> ir.Compartment:
+        line = self.stmt_line(r"\bCOMPARTMENT\b")
+        if s.index_name is not None:
+            self.fail(
+                line,
+                "COMPARTMENT",
+                "the indexed form (COMPARTMENT i, volume {x}) is for array "
+                "states, and array variables are not supported",
+            )
+        species = tuple(n.get_node_name() for n in s.species)
+        out = ir.Compartment(self.expr(s.volume), species, line)
         self.cursor = line + 1
         return out
 

@@ -142,7 +142,20 @@ class Conserve:
     line: int
 
 
-Stmt = Assign | CallStmt | DiffEq | Local | If | Solve | Reaction | Conserve
+@dataclasses.dataclass(frozen=True)
+class Compartment:
+    """`COMPARTMENT volume {a b ...}` in a `KINETIC` block: the species whose
+    equations are in amounts, `volume·dx/dt = fluxes` (NEURON's scalar form;
+    the indexed form for arrays is refused)."""
+
+    volume: Expr
+    species: tuple[str, ...]
+    line: int
+
+
+Stmt = (
+    Assign | CallStmt | DiffEq | Local | If | Solve | Reaction | Conserve | Compartment
+)
 
 
 # -- blocks and the file -------------------------------------------------------

@@ -1,11 +1,12 @@
-"""Python source of one `KINETIC` block: its reactions as one linear scheme.
+"""Python source of one `KINETIC` block: its reactions as one scheme.
 
 Each reaction `~ L <-> R (kf, kb)` contributes the flux `kf·[L] - kb·[R]`
 from its left side to its right (NMODL's mass action, `[L]` the product of the
 left side's species to their coefficients). The block is linear in its states
-when every side holds at most one state, with coefficient 1, and no rate
-depends on a state of the block; the other species (ion concentrations such as
-`cai`, parameters) multiply the rate. Then
+when every side holds at most one state, with coefficient 1, no rate depends
+on a state of the block, and it has no `COMPARTMENT` and reads no `f_flux` or
+`b_flux`; the other species (ion concentrations such as `cai`, parameters)
+multiply the rate. Then
 
 - every reaction has one state on each side and there is no `<<` flux: a
   closed scheme, `stable_ode.MarkovScheme` (the `CONSERVE` total, if it is a
@@ -13,13 +14,20 @@ depends on a state of the block; the other species (ion concentrations such as
 - otherwise (fluxes `~ A << (f)`, species that are not states, a `CONSERVE`
   with a computed total): `LinearScheme`, `dx/dt = A·x + b`.
 
-Both take NEURON's `sparse` step for a linear scheme, implicit Euler. A
-nonlinear scheme (two states on one side, `~ 2A <-> B`, a rate that depends on
-a state of the block) and `COMPARTMENT` are one `NmodlError` each.
+Any other block is a `NonlinearScheme`: the generated `deriv_B_flux(m)`
+evaluates the block's statements in order at the states in `m` (the
+assignments between reactions see `f_flux` and `b_flux`, the forward and
+backward flux of the reaction before them, as NEURON's do) and returns each
+state's `dx/dt` (its fluxes divided by its `COMPARTMENT` volume) and the
+`CONSERVE` row, in amounts (`Σ w·volume·x = total`, as NEURON's `CONSERVE`
+with `COMPARTMENT`s).
+
+All take NEURON's `sparse` step, implicit Euler (Newton iterations for a
+nonlinear scheme).
 """
 
 from . import _ir as ir
-from ._analysis import StateDependence, walk
+from ._analysis import _exprs, names_in, StateDependence, walk
 from ._codegen import Emitter, py, Scope
 
 
@@ -49,14 +57,164 @@ class KineticSource:
         for q in walk(blk.body):
             if isinstance(q, ir.If):
                 for r in walk(q.body + q.orelse):
-                    if isinstance(r, (ir.Reaction, ir.Conserve)):
-                        src.fail(r.line, "~", "a reaction inside if/else")
+                    if isinstance(r, (ir.Reaction, ir.Conserve, ir.Compartment)):
+                        kind = "COMPARTMENT" if isinstance(r, ir.Compartment) else "~"
+                        src.fail(r.line, kind, f"{kind} inside if/else")
+        self.nonlinear = self.is_nonlinear()
+
+    def is_nonlinear(self) -> bool:
+        """Whether the block needs the general scheme: a `COMPARTMENT`, a read
+        of `f_flux`/`b_flux`, a side with two states or a coefficient, or a
+        rate (or `<<` flux) that depends on a state of the block."""
+        dep = StateDependence(self.module, self.src.fx)
+        out = False
+        for q in self.blk.body:
+            for s in walk([q]):
+                if isinstance(s, ir.Compartment):
+                    out = True
+                for e in _exprs(s):
+                    if names_in(e) & {"f_flux", "b_flux"}:
+                        out = True
+            if isinstance(q, ir.Reaction):
+                for side in (q.lhs, q.rhs):
+                    states = [(n, k) for n, k in side if n in self.index]
+                    if len(states) > 1 or any(k != 1 for _, k in states):
+                        out = True
+                for e in (q.kf, q.kb):
+                    if e is not None and dep.of(e) & set(self.states):
+                        out = True
+            dep.step(q)
+        return out
 
     def fail(self, line, construct, problem):
         self.src.fail(line, construct, problem)
 
     def generate(self) -> list[str]:
+        if self.nonlinear:
+            return [self.flux_function(), *self.nonlinear_entries()]
         return [self.function(""), self.function("_assign")]
+
+    # -- the general (nonlinear) scheme -------------------------------------
+
+    def nonlinear_entries(self) -> list[str]:
+        """`deriv_B(m)` (the scheme, evaluated at the variables in `m`) and
+        `deriv_B_assign(m)`."""
+        b, label = self.blk, self.src.label
+        head = f'    """KINETIC {b.name} ({label}:{b.line})"""'
+        scheme = (
+            f"def deriv_{b.name}(m):\n{head}\n"
+            f"    return {{{b.name!r}: nonlinear_scheme({self.states!r}, "
+            f"deriv_{b.name}_flux, m.copy(), {self.row!r}, "
+            f"{self.src.neuron_schemes!r})}}"
+        )
+        assign = (
+            f"def deriv_{b.name}_assign(m):\n{head}\n"
+            f"    deriv_{b.name}_flux(m)\n    return m"
+        )
+        self.src.forms.update({x: "nonlinear scheme (sparse)" for x in self.states})
+        return [scheme, assign]
+
+    def flux_function(self) -> str:
+        """`deriv_B_flux(m, frozen=None)`: `(dxdt, conserve, rates)` at the
+        states in `m` (mutated: the block's assignments), `conserve` `None`
+        or `(weights, total)` (per state; amounts), `rates` every reaction's
+        `kf` and `kb` and every `<<` flux as evaluated; with `frozen` (such a
+        `rates`) those are taken from it instead (NEURON's Jacobian of the
+        scheme treats them as constants)."""
+        src, blk = self.src, self.blk
+        em: Emitter = src.emitter()
+        em.emit(f'"""KINETIC {blk.name} ({src.label}:{blk.line}): fluxes"""')
+        em.emit("l = Vars()")
+        k = len(self.states)
+        for i in range(k):
+            em.emit(f"_d{i} = 0.0; _v{i} = 1.0")
+        self.n = self.n_rates = 0
+        self.conserve = None
+        self.row = None
+
+        def reaction(em, s, sc):
+            if isinstance(s, ir.Conserve):
+                self.conserve_stmt(em, s, sc)
+                self.row = max(self.index[n] for n, _ in s.terms)
+            elif isinstance(s, ir.Compartment):
+                self.compartment(em, s, sc)
+            else:
+                self.mass_action(em, s, sc)
+
+        em.reaction = reaction
+        sc = Scope({"f_flux", "b_flux"}, owner=blk.name)
+        for q in blk.body:
+            em.stmt(q, sc)
+        em.line = blk.line
+        # A COMPARTMENT volume is positive (0 is a division by zero in NEURON
+        # too: non-finite here, a rejected step that `diagnose` names).
+        dx = ", ".join(f"as_n(_d{i} / _v{i}, m.v)" for i in range(k))
+        if self.conserve is None:
+            conserve = "None"
+        else:
+            w = [0.0] * k
+            for name, c in self.conserve.terms:
+                w[self.index[name]] += c
+            weights = ", ".join(f"as_n({w[i]!r} * _v{i}, m.v)" for i in range(k))
+            conserve = f"(({weights},), _total)"
+        rates = "".join(f"_q{j}, " for j in range(self.n_rates))
+        em.emit(f"return ({dx},), {conserve}, ({rates})")
+        return f"def deriv_{blk.name}_flux(m, frozen=None):\n" + "\n".join(em.out)
+
+    def frozen_rate(self, em, expr, sc) -> str:
+        """A temporary holding the rate (or flux) `expr`, or its frozen
+        value."""
+        j = self.n_rates
+        self.n_rates += 1
+        value = f"as_n({em.expr(expr, sc)}, m.v)"
+        em.emit(f"_q{j} = {value} if frozen is None else frozen[{j}]")
+        return f"_q{j}"
+
+    def compartment(self, em, s: ir.Compartment, sc):
+        self.n += 1
+        temp = f"_vol{self.n}"
+        em.emit(f"{temp} = as_n({em.expr(s.volume, sc)}, m.v)")
+        for name in s.species:
+            if name in self.index:
+                em.emit(f"_v{self.index[name]} = {temp}")
+            else:
+                em.ref(name, sc)  # declared (an ion or a parameter)
+
+    def mass_action(self, em, s: ir.Reaction, sc):
+        """`l.f_flux`, `l.b_flux` of reaction `s`, and its net flux added to
+        (taken from) the states of its right (left) side."""
+        for name, _ in s.lhs + s.rhs:
+            if name in self.module.states:
+                self.src.state_lines.setdefault(name, (self.module.path, s.line))
+            elif name not in self.index:
+                em.ref(name, sc)
+        self.n += 1
+        n = self.n
+
+        def flux(rate, species):
+            code = self.frozen_rate(em, rate, sc)
+            for name, c in species:
+                x = em.expr(ir.Name(name), sc)
+                code += f" * {x}" + (f" ** {c}" if c != 1 else "")
+            return code
+
+        em.emit(f"l.f_flux = {flux(s.kf, s.lhs if s.op != '<<' else ())}")
+        if s.op == "<<":
+            em.emit("l.b_flux = 0.0")
+            i = self.index.get(s.lhs[0][0])
+            if i is not None:
+                em.emit(f"_d{i} = _d{i} + l.f_flux")
+            return
+        em.emit(f"l.b_flux = {flux(s.kb, s.rhs)}")
+        em.emit(f"_r{n} = l.f_flux - l.b_flux")
+        for side, sign in ((s.lhs, "-"), (s.rhs, "+")):
+            for name, c in side:
+                i = self.index.get(name)
+                if i is not None:
+                    term = f"_r{n}" if c == 1 else f"{c} * _r{n}"
+                    em.emit(f"_d{i} = _d{i} {sign} {term}")
+
+    # -- the linear schemes --------------------------------------------------
 
     def function(self, variant: str) -> str:
         src, blk = self.src, self.blk

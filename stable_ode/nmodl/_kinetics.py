@@ -17,9 +17,10 @@ Both are first order in dt (as NEURON's). With `load_nmodl(...,
 neuron_schemes=False)` `derivimplicit` states get the exact `Relaxation` or the
 exponential `RateEquation` instead.
 
-`KINETIC` blocks (`METHOD sparse`) become a `MarkovScheme` (closed schemes) or
-a `LinearScheme` (`dx/dt = A·x + b`), built by `markov_scheme` and
-`linear_scheme` from the generated code (`_kinetic_source.py`).
+`KINETIC` blocks (`METHOD sparse`) become a `MarkovScheme` (closed schemes),
+a `LinearScheme` (`dx/dt = A·x + b`) or a `NonlinearScheme` (any other),
+built by `markov_scheme`, `linear_scheme` and `nonlinear_scheme` from the
+generated code (`_kinetic_source.py`).
 """
 
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from jaxtyping import Array, Float
 from .._math import safe_div
 from ..mechanisms import AbstractCoupledKinetics, AbstractKinetics, MarkovScheme
 from ..mechanisms._scheme import _solve_batched as solve_batched
+from ._codegen import py
 
 
 NEWTON_ITERATIONS = 8
@@ -152,6 +154,172 @@ class LinearScheme(AbstractCoupledKinetics):
         return tuple(x[..., i] for i in range(len(self.states)))
 
 
+STEADY_DT = 1e9
+"""The step (ms) of `SOLVE ... STEADYSTATE sparse` for a nonlinear scheme:
+NEURON's `_ss_sparse`, implicit Euler steps of 1e9 ms."""
+NEURON_CONVERGE = 1e-6
+"""NEURON's `sparse` stops iterating once its updates sum to at most this
+(`CONVERGE` of its `errcodes.hpp`; in the states' units)."""
+STEADY_TRIES = 7
+"""`_ss_sparse`'s single iterations before its converged one (`NIT`)."""
+STEADY_ITERATIONS = 21
+"""The iterations of a steady state's converged step: NEURON's most (its
+`sparse` gives up after 21, `MAXSTEPS`), here the first converged ones
+for a start far from the steady state."""
+STEADY_DTS_FLOAT32 = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6)
+"""The steps (ms) of the steady state in float32, which cannot hold NEURON's
+1e9 ms step: in `I - dt·A` the identity, which keeps the totals no
+`CONSERVE` fixes, falls below float32's rounding of `dt·A` (the matrix is
+singular there). Each is iterated by Newton's method from where the last
+ended."""
+
+
+class NonlinearScheme(AbstractCoupledKinetics):
+    r"""A `KINETIC` block in general form, `dx/dt = F(x)`: mass action with
+    any stoichiometry (`~ ca + B <-> CaB`), rates that depend on the block's
+    states, `COMPARTMENT` volumes (`volume·dx/dt` = the fluxes) and
+    `f_flux`/`b_flux`; the generated `deriv_B_flux` evaluates the block.
+
+    **Fields:** `states` (static); `flux`, the generated `deriv_B_flux(m,
+    frozen)`, returning `(dxdt, conserve, rates)` at the states in `m`;
+    `m0`, the block's variables (a `Vars` record) at which it is evaluated;
+    `row` (static): `None`, or the state whose equation NEURON's `CONSERVE`
+    replaces (the last it names), `conserve` being `(weights, total)` with
+    `Σ weights·x = total` in amounts (each weight the coefficient times the
+    state's volume); `neuron` (static): NEURON's iteration, or an exact one.
+
+    **Update:** implicit Euler, `x1 = x0 + dt·F(x1)` (the `CONSERVE` row in
+    place of one equation), by Newton iterations from `x0`, each one small
+    dense LU solve per compartment (its `k × k` Jacobian from `k`
+    forward-mode derivatives, batched), states that an iteration makes
+    negative set to 0 (as NEURON). L-stable; first order in dt (as NEURON's).
+
+    - `neuron=True` (`load_nmodl`'s default): NEURON's `sparse`: the Jacobian
+      of the mass action with every rate and `<<` flux held at its value
+      (nocmodl's matrix), and the iterations stop once their updates sum to
+      at most `NEURON_CONVERGE` (each compartment on its own; NEURON
+      allows 21, here `NEWTON_ITERATIONS`). A step whose first update is
+      below that is a single linearised step, with state-dependent rates
+      and fluxes taken at `x0`, as NEURON's.
+    - `neuron=False`: `NEWTON_ITERATIONS` iterations of Newton's method
+      (the exact Jacobian), to rounding.
+
+    **Error filter:** as `LinearScheme`'s, with `A` the Jacobian of `F` at
+    the step's states.
+    """
+
+    states: tuple[str, ...] = eqx.field(static=True)
+    flux: Callable
+    m0: object
+    row: int | None = eqx.field(static=True)
+    neuron: bool = eqx.field(static=True, default=True)
+
+    def _f(self, x, frozen=None):
+        """`(F(x), conserve, rates)` for `x` of shape `(n, k)`."""
+        m = self.m0.copy()
+        for i, name in enumerate(self.states):
+            setattr(m, py(name), x[..., i])
+        dx, conserve, rates = self.flux(m, frozen)
+        return jnp.stack(dx, axis=-1), conserve, rates
+
+    def _residual(self, x, x0, dt, frozen=None):
+        """`x - x0 - dt·F(x)` with the `CONSERVE` row."""
+        fx, conserve, _ = self._f(x, frozen)
+        r = x - x0 - dt * fx
+        if self.row is None:
+            return r
+        weights, total = conserve
+        w = jnp.stack(weights, axis=-1)
+        return r.at[..., self.row].set(jnp.sum(w * x, axis=-1) - total)
+
+    def _newton_update(self, x, x0, dt, exact: bool):
+        """The Newton update at `x` of the step from `x0` (`(n, k)`)."""
+        frozen = None if exact else self._f(x)[2]
+        r, lin = jax.linearize(lambda y: self._residual(y, x0, dt, frozen), x)
+        k = x.shape[-1]
+        basis = jnp.broadcast_to(jnp.eye(k, dtype=x.dtype)[:, None, :], (k,) + x.shape)
+        jac = jnp.transpose(jax.vmap(lin)(basis), (1, 2, 0))
+        return -solve_batched(jac, r)
+
+    def _implicit_euler(self, x0, dt, iterations=NEWTON_ITERATIONS, exact=None):
+        """`x1` of the implicit Euler step of `dt` from `x0` (`exact`: by
+        Newton's method; default: unless `neuron`)."""
+        exact = not self.neuron if exact is None else exact
+
+        def iteration(carry, _):
+            x, done = carry
+            delta = self._newton_update(x, x0, dt, exact)
+            new = jnp.maximum(x + delta, 0)
+            if exact:
+                return (new, done), None
+            x = jnp.where(done[..., None], x, new)
+            done = done | (jnp.sum(jnp.abs(delta), axis=-1) <= NEURON_CONVERGE)
+            return (x, done), None
+
+        done = jnp.zeros(x0.shape[:-1], bool)
+        (x, _), _ = jax.lax.scan(iteration, (x0, done), None, iterations)
+        return x
+
+    def rhs(self, xs):
+        fx, _, _ = self._f(jnp.stack(xs, axis=-1))
+        return tuple(fx[..., i] for i in range(len(self.states)))
+
+    def update(self, xs, dt):
+        x1 = self._implicit_euler(jnp.stack(xs, axis=-1), dt)
+        return tuple(x1[..., i] for i in range(len(self.states)))
+
+    def filter(self, rs, dt, xs, *, quadratic: bool):
+        x = jnp.stack(xs, axis=-1)
+        k = x.shape[-1]
+        _, lin = jax.linearize(lambda y: self._f(y)[0], x)
+        basis = jnp.broadcast_to(jnp.eye(k, dtype=x.dtype)[:, None, :], (k,) + x.shape)
+        a = jnp.transpose(jax.vmap(lin)(basis), (1, 2, 0))
+        eye = jnp.broadcast_to(jnp.eye(k, dtype=a.dtype), a.shape)
+        m = eye - 0.5 * dt * a
+        if quadratic:
+            m = m + (dt * dt / 12) * (a @ a)
+        r = solve_batched(m, jnp.stack(rs, axis=-1))
+        return tuple(r[..., i] for i in range(len(self.states)))
+
+    def steady_state(self, xs) -> tuple[Array, ...]:
+        """`SOLVE ... STEADYSTATE sparse`: implicit Euler steps of `STEADY_DT`
+        ms from `xs` (so amounts that no `CONSERVE` fixes keep the totals
+        the states start with). With `neuron`, NEURON's `_ss_sparse`: up to
+        `STEADY_TRIES` single Newton iterations, each a step from where the
+        last one ended, setting states below -1e-6 to 0, until one leaves
+        none there; then a step iterated to convergence. Otherwise one step
+        iterated by Newton's method. In float32 (not NEURON's), the steps
+        `STEADY_DTS_FLOAT32`, by Newton's method."""
+        x = jnp.stack(xs, axis=-1)
+        if x.dtype != jnp.float64:
+
+            def implicit(x, dt):
+                return self._implicit_euler(x, dt, STEADY_ITERATIONS, exact=True), None
+
+            dts = jnp.asarray(STEADY_DTS_FLOAT32, x.dtype)
+            x, _ = jax.lax.scan(implicit, x, dts)
+            return tuple(x[..., i] for i in range(len(self.states)))
+        if self.neuron:
+
+            def single(carry, _):
+                x, passed = carry
+                new = x + self._newton_update(x, x, STEADY_DT, exact=False)
+                negative = new < -1e-6
+                new = jnp.where(negative, 0.0, new)
+                x = jnp.where(passed[..., None], x, new)
+                return (x, passed | ~jnp.any(negative, axis=-1)), None
+
+            passed = jnp.zeros(x.shape[:-1], bool)
+            (x, _), _ = jax.lax.scan(single, (x, passed), None, STEADY_TRIES)
+        x = self._implicit_euler(x, STEADY_DT, STEADY_ITERATIONS)
+        return tuple(x[..., i] for i in range(len(self.states)))
+
+
+def nonlinear_scheme(states, flux, m0, row, neuron) -> NonlinearScheme:
+    """A `NonlinearScheme` of the generated `flux` at the variables `m0`."""
+    return NonlinearScheme(states, flux, m0, row, neuron)
+
+
 def markov_scheme(states, transitions, total, v) -> MarkovScheme:
     """A closed `KINETIC` scheme: `transitions` lists `(i, j, rate)` (the rate
     from state `i` to state `j`, 1/ms, summed where a pair repeats)."""
@@ -181,7 +349,7 @@ def scheme_steady_state(kin, xs, v) -> tuple[Array, ...]:
     sparse`): a closed scheme's keeps the total of `xs` unless the scheme
     conserves a given total. `v` (mV) gives the shape and dtype."""
     xs = tuple(jnp.broadcast_to(jnp.asarray(x, v.dtype), v.shape) for x in xs)
-    if isinstance(kin, LinearScheme):
+    if isinstance(kin, (LinearScheme, NonlinearScheme)):
         return kin.steady_state(xs)
     x = kin.steady_state(v)
     if kin.total is not None:

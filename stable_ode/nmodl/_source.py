@@ -6,11 +6,14 @@ from . import _ir as ir
 from ._analysis import (
     calls_in,
     check_reads,
+    early_reads,
     effects,
     expand,
     exposed_reads,
+    Sources,
     stale_initial_reads,
     StateDependence,
+    summaries,
     walk,
 )
 from ._codegen import Emitter, label_of, py, Scope
@@ -21,6 +24,9 @@ from ._symbolic import equation_form
 
 
 METHODS = ("cnexp", "derivimplicit", "euler", "sparse")
+# The statements of DERIVATIVE and KINETIC blocks that are equations, not
+# assignments.
+KINETIC_ONLY = (ir.DiffEq, ir.Reaction, ir.Conserve, ir.Compartment)
 
 
 class Source:
@@ -48,6 +54,9 @@ class Source:
         # Values INITIAL computes that the other blocks read (a point process's
         # `factor`): recomputed from the parameters (see `_point.py`).
         self.derived: set[str] = set()
+        # ASSIGNEDs the SOLVEd blocks read as the BREAKPOINT left them
+        # (`carried_names`).
+        self.carried: set[str] = set()
 
     def fail(self, line, construct, problem):
         raise NmodlError(self.module.path, line, construct, problem)
@@ -118,28 +127,66 @@ class Source:
 
             return f
 
+        self.carried = self.carried_names(exposed)
         for blk in self.solved:
             check_reads(
                 mod,
                 blk.body,
                 exposed,
-                set(self.derived),
+                set(self.derived) | self.carried,
                 fail(f"{blk.kind} {blk.name}"),
             )
         if mod.initial is not None:
             self.check_initial_reads(exposed, fail("INITIAL"))
         if mod.breakpoint is not None:
-            body = []
-            for s in mod.breakpoint.body:
-                if isinstance(s, ir.Solve) and s.block in mod.derivatives:
-                    body += [
-                        q
-                        for q in mod.derivatives[s.block].body
-                        if not isinstance(q, (ir.DiffEq, ir.Reaction, ir.Conserve))
-                    ]
-                else:
-                    body.append(s)
+            body = self.breakpoint_body()
             check_reads(mod, body, exposed, set(self.derived), fail("BREAKPOINT"))
+
+    def carried_names(self, exposed) -> set[str]:
+        """The `ASSIGNED`s (and ion currents written, not read) that
+        BREAKPOINT computes outside its SOLVEd blocks and a SOLVEd block reads
+        before computing them (capmpr.mod's `ipump_last = ipump`, `ica =
+        ipump`). NEURON's block reads the value that this step's current
+        evaluation left there, which `kinetics` reproduces by evaluating
+        BREAKPOINT first at the step's states; only values that do not depend
+        on `v` (NEURON's are at the voltage of the step's start), and only in
+        density mechanisms: otherwise such a read stays an error."""
+        mod = self.module
+        if mod.breakpoint is None or mod.point_process:
+            return set()
+        # A current the file writes but does not READ is its own variable too
+        # (capmpr.mod's `ica`, read in its KINETIC block as BREAKPOINT set it).
+        own = {
+            x
+            for ion in mod.ions
+            for x in ion.write
+            if x == f"i{ion.name}" and x not in ion.read
+        }
+        watched = (set(mod.assigned) - set(mod.statics)) | own
+        read = set()
+        for blk in self.solved:
+            read |= early_reads(blk.body, exposed, set(self.derived))
+        body = self.breakpoint_body()
+        src = Sources(summaries(mod))
+        src.walk(body)
+        assigned = {s.target for s in walk(body) if isinstance(s, ir.Assign)}
+        return {x for x in assigned & watched & read if "v" not in src.of.get(x, {x})}
+
+    def breakpoint_body(self) -> list:
+        """BREAKPOINT's statements with each `SOLVE b` replaced by the
+        assignments of `b` (what the currents see of it)."""
+        mod = self.module
+        body = []
+        for s in mod.breakpoint.body:
+            if isinstance(s, ir.Solve) and s.block in mod.derivatives:
+                body += [
+                    q
+                    for q in mod.derivatives[s.block].body
+                    if not isinstance(q, KINETIC_ONLY)
+                ]
+            else:
+                body.append(s)
+        return body
 
     def check_initial_reads(self, exposed, fail):
         """`INITIAL` may read an `ASSIGNED` before computing it (NEURON reads
@@ -342,7 +389,7 @@ class Source:
 def _walk_eqs(s):
     for b in (s.body, s.orelse):
         for q in b:
-            if isinstance(q, (ir.DiffEq, ir.Reaction, ir.Conserve)):
+            if isinstance(q, KINETIC_ONLY):
                 yield q
             elif isinstance(q, ir.If):
                 yield from _walk_eqs(q)

@@ -33,13 +33,6 @@ CASES = {
         10,
         "C code",
     ),
-    "nonlinear_kinetic": (
-        "STATE { a b c }\nBREAKPOINT { SOLVE k METHOD sparse i = g*v }\n"
-        "KINETIC k {\n  ~ a + b <-> c (1, 2)\n}\n",
-        "~",
-        11,
-        "nonlinear",
-    ),
     "net_receive": (
         "BREAKPOINT { i = g*v }\nNET_RECEIVE (w) {\n  i = w\n}\n",
         "NET_RECEIVE",
@@ -116,7 +109,7 @@ CASES = {
     ),
     "read_before_computed": (
         "STATE { a }\nASSIGNED { tau (ms) }\n"
-        "BREAKPOINT { SOLVE s METHOD cnexp tau = 2 i = g*a*v }\n"
+        "BREAKPOINT { SOLVE s METHOD cnexp tau = 2*exp(v/100) i = g*a*v }\n"
         "DERIVATIVE s {\n  a' = -a/tau\n}\n",
         "ASSIGNED",
         12,

@@ -149,3 +149,30 @@ def test_jit_and_grad_through_imported(mechs):
 
     g = jax.grad(loss)(mech)
     assert np.all(np.isfinite(g.gnabar)) and np.any(g.gnabar != 0)
+
+
+CARRIED = """NEURON {{ SUFFIX {name} NONSPECIFIC_CURRENT i RANGE g }}
+PARAMETER {{ g = 0.001 (S/cm2) }}
+ASSIGNED {{ v (mV) i (mA/cm2) tau (ms) }}
+STATE {{ a }}
+INITIAL {{ a = 1 }}
+BREAKPOINT {{ SOLVE s METHOD cnexp {breakpoint} i = g*a*(v + 65) }}
+DERIVATIVE s {{ {derivative} a' = -a/tau }}
+"""
+
+
+def test_value_carried_from_breakpoint(tmp_path):
+    """A value that BREAKPOINT computes and the solved block reads before
+    computing it is, as in NEURON, the one BREAKPOINT left (here `tau = 2`
+    every step): the same trace as computing it in the block."""
+    files = []
+    for name, bp, deriv in (("late", "tau = 2", ""), ("early", "", "tau = 2")):
+        path = tmp_path / f"{name}.mod"
+        path.write_text(CARRIED.format(name=name, breakpoint=bp, derivative=deriv))
+        files.append(path)
+    m = load_nmodl(files)
+    _, late = run_ours({"c": [m["late"](g=0.01), so.HH()]})
+    _, early = run_ours({"c": [m["early"](g=0.01), so.HH()]})
+    _, without = run_ours({"c": [so.HH()]})
+    np.testing.assert_array_equal(late["c"], early["c"])
+    assert np.max(np.abs(late["c"] - without["c"])) > 1.0  # the current matters

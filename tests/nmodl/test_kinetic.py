@@ -248,24 +248,17 @@ BREAKPOINT { SOLVE s METHOD sparse i = g*c*v }
 
 
 ERRORS = {
-    "two_states": ("KINETIC s {\n  ~ a + b <-> c (k, k)\n}\n", "~", 7, "nonlinear"),
-    "coefficient": (
-        "KINETIC s {\n  ~ 2a <-> c (k, k)\n  ~ b <-> c (k, k)\n}\n",
-        "~",
-        7,
-        "stoichiometric",
-    ),  # fmt: skip
-    "state_rate": (
-        "KINETIC s {\n  ~ a <-> b (k*c, k)\n  ~ b <-> c (k, k)\n}\n",
-        "~",
-        7,
-        "depends on the scheme's state c",
-    ),  # fmt: skip
-    "compartment": (
-        "KINETIC s {\n  COMPARTMENT 2 {a b}\n  ~ a <-> b (k, k)\n}\n",
+    "indexed_compartment": (
+        "KINETIC s {\n  COMPARTMENT i, 2 {a}\n  ~ a <-> b (k, k)\n}\n",
         "COMPARTMENT",
         7,
-        "COMPARTMENT volumes",
+        "array",
+    ),  # fmt: skip
+    "flux_first": (
+        "KINETIC s {\n  i = f_flux\n  ~ a <-> b (k, k)\n}\n",
+        "f_flux",
+        7,
+        "no reaction comes before it",
     ),  # fmt: skip
     "in_if": (
         "KINETIC s {\n  if (v > 0) {\n    ~ a <-> b (k, k)\n  }\n"
@@ -274,11 +267,12 @@ ERRORS = {
         8,
         "inside if",
     ),  # fmt: skip
-    "flux_var": (
-        "KINETIC s {\n  ~ a <-> b (k, k)\n  i = f_flux\n  ~ b <-> c (k, k)\n}\n",
-        "f_flux",
+    "compartment_in_if": (
+        "KINETIC s {\n  if (v > 0) {\n    COMPARTMENT 2 {a}\n  }\n"
+        "  ~ a <-> b (k, k)\n}\n",
+        "COMPARTMENT",
         8,
-        "flux",
+        "inside if",
     ),  # fmt: skip
     "method": (
         "KINETIC t {\n  ~ a <-> b (k, k)\n}\n",
@@ -305,10 +299,11 @@ def test_unsupported_kinetic_construct(tmp_path, case):
     assert str(err).startswith(f"{path}:{line}: ")
 
 
-def test_neurons_capmpr_is_one_error():
-    """NEURON's `capmpr.mod` (a pump with `COMPARTMENT` volumes and `cai +
-    pump` binding, nonlinear): one error naming the file and the line."""
+def test_flux_outside_kinetic_is_an_error(tmp_path):
+    path = tmp_path / "kin.mod"
+    body = "KINETIC s {\n  ~ a <-> b (k, k)\n  ~ b <-> c (k, k)\n}\n"
+    path.write_text(HEAD.replace("i = g*c*v", "i = g*c*v*f_flux") + body)
     with pytest.raises(NmodlError) as e:
-        load_nmodl(DEMO / "capmpr.mod")
-    assert e.value.construct == "COMPARTMENT" and e.value.line == 63
-    assert e.value.path == str(DEMO / "capmpr.mod")
+        load_nmodl(path)
+    assert e.value.construct == "f_flux" and e.value.line == 5, str(e.value)
+    assert "belong in KINETIC blocks" in str(e.value)
