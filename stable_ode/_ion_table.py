@@ -194,7 +194,9 @@ def build_ions(cells, offsets, groups, settings, n: int, dtype) -> tuple[BuiltIo
                             f"{sorted({s for _, s in groups[g].sections})})"
                         )
                     owner[side][idx] = g
-                    writers[side].append((g, state))
+                    # the state that holds it (cdp5.mod's `ca` for `cai = ca`)
+                    held = getattr(groups[g].mechanism, "concentration_states", {})
+                    writers[side].append((g, held.get(state, state)))
             if f"i{name}" in use.write:
                 current_groups.append(g)
             if f"i{name}" in use.read:

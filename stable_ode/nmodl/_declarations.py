@@ -258,6 +258,13 @@ def _net_receive(r: _Reader, b, d):
 def _finish(r: _Reader, d):
     """Sort declarations: ion variables and NEURON globals are not parameters."""
     ion_vars = {x for ion in d["ions"] for x in ion.read + ion.write}
+    for name in sorted(ion_vars & set(d["constants"])):
+        r.fail(
+            d["lines"].get(name),
+            "CONSTANT",
+            f"{name} is a USEION variable and a CONSTANT (NEURON's nrnivmodl "
+            "refuses it too: 'can not be re-declared in a CONSTANT block')",
+        )
     for name in list(d["parameters"]):
         if name in ion_vars or name in NEURON_GLOBALS:
             del d["parameters"][name]

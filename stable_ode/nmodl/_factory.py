@@ -47,6 +47,7 @@ _RESERVED = {
     "gates",
     "ions",
     "nmodl",
+    "concentration_states",
 }
 
 
@@ -185,14 +186,20 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
         for x in ion.write
         if x in (f"{ion.name}i", f"{ion.name}o")
     }
+    held = {}  # a written concentration that a solved block sets to a state
     for x in writes_conc:
-        if x not in module.states:
+        if x in module.states:
+            continue
+        held[x] = copied_state(module, src.solved, x)
+        if held[x] is None:
             raise NmodlError(
                 module.path,
                 module.lines.get(x),
                 "USEION",
-                f"writes {x} but does not declare STATE {x} (not supported)",
+                f"writes {x} but neither declares STATE {x} nor sets it to a "
+                f"state (`{x} = <state>`) in its solved KINETIC block (not supported)",
             )
+    writes_conc -= set(held)
     read_map = {}
     for ion in module.ions:
         for x in ion.read + ion.write:
@@ -309,8 +316,30 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
     if ions:
         namespace["ions"] = ions
         namespace["__annotations__"]["ions"] = ClassVar[tuple]
+    if held:
+        namespace["concentration_states"] = dict(held)
+        namespace["__annotations__"]["concentration_states"] = ClassVar[dict]
     name = py(module.suffix) if module.suffix.isidentifier() else "mechanism"
     return type(name, (AbstractMechanism,), namespace)
+
+
+def copied_state(module: ir.Module, blocks, name: str) -> str | None:
+    """The state that the last top-level statement of the solved `KINETIC`
+    `blocks` assigning `name` copies (`cai = ca`: cdp5.mod's pool, whose ion
+    concentration is its state `ca`; NEURON evaluates the block once more
+    after its last iteration, so the copy is of the new state), or `None`."""
+    found = None
+    for blk in blocks:
+        if blk.kind != "KINETIC":
+            # a DERIVATIVE block's assignments run before NEURON's update of
+            # its states, so its copy lags a step: not reproduced
+            continue
+        for s in blk.body:
+            if isinstance(s, ir.Assign) and s.target == name:
+                v = s.value
+                ok = isinstance(v, ir.Name) and v.id in module.states
+                found = v.id if ok else None
+    return found
 
 
 def _use_ions(module: ir.Module):

@@ -68,6 +68,7 @@ class KineticSource:
         rate (or `<<` flux) that depends on a state of the block."""
         dep = StateDependence(self.module, self.src.fx)
         out = False
+        self.mass_action_linear = True  # nocmodl's test: the sides alone
         for q in self.blk.body:
             for s in walk([q]):
                 if isinstance(s, ir.Compartment):
@@ -80,6 +81,7 @@ class KineticSource:
                     states = [(n, k) for n, k in side if n in self.index]
                     if len(states) > 1 or any(k != 1 for _, k in states):
                         out = True
+                        self.mass_action_linear = False
                 for e in (q.kf, q.kb):
                     if e is not None and dep.of(e) & set(self.states):
                         out = True
@@ -105,7 +107,7 @@ class KineticSource:
             f"def deriv_{b.name}(m):\n{head}\n"
             f"    return {{{b.name!r}: nonlinear_scheme({self.states!r}, "
             f"deriv_{b.name}_flux, m.copy(), {self.row!r}, "
-            f"{self.src.neuron_schemes!r})}}"
+            f"{self.src.neuron_schemes!r}, {self.mass_action_linear!r})}}"
         )
         assign = (
             f"def deriv_{b.name}_assign(m):\n{head}\n"

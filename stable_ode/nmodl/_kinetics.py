@@ -186,7 +186,10 @@ class NonlinearScheme(AbstractCoupledKinetics):
     `row` (static): `None`, or the state whose equation NEURON's `CONSERVE`
     replaces (the last it names), `conserve` being `(weights, total)` with
     `Σ weights·x = total` in amounts (each weight the coefficient times the
-    state's volume); `neuron` (static): NEURON's iteration, or an exact one.
+    state's volume); `neuron` (static): NEURON's iteration, or an exact one;
+    `linear` (static): whether every reaction has at most one state on each
+    side, with coefficient 1 (nocmodl's linear scheme, whatever its rates and
+    `<<` fluxes depend on).
 
     **Update:** implicit Euler, `x1 = x0 + dt·F(x1)` (the `CONSERVE` row in
     place of one equation), by Newton iterations from `x0`, each one small
@@ -200,7 +203,10 @@ class NonlinearScheme(AbstractCoupledKinetics):
       at most `NEURON_CONVERGE` (each compartment on its own; NEURON
       allows 21, here `NEWTON_ITERATIONS`). A step whose first update is
       below that is a single linearised step, with state-dependent rates
-      and fluxes taken at `x0`, as NEURON's.
+      and fluxes taken at `x0`, as NEURON's. A `linear` scheme takes that
+      single iteration always, without setting negative states to 0
+      (nocmodl passes `linflag` to `sparse` for it): its state-dependent
+      rates and `<<` fluxes are explicit, as in NEURON.
     - `neuron=False`: `NEWTON_ITERATIONS` iterations of Newton's method
       (the exact Jacobian), to rounding.
 
@@ -213,6 +219,7 @@ class NonlinearScheme(AbstractCoupledKinetics):
     m0: object
     row: int | None = eqx.field(static=True)
     neuron: bool = eqx.field(static=True, default=True)
+    linear: bool = eqx.field(static=True, default=False)
 
     def _f(self, x, frozen=None):
         """`(F(x), conserve, rates)` for `x` of shape `(n, k)`."""
@@ -265,7 +272,11 @@ class NonlinearScheme(AbstractCoupledKinetics):
         return tuple(fx[..., i] for i in range(len(self.states)))
 
     def update(self, xs, dt):
-        x1 = self._implicit_euler(jnp.stack(xs, axis=-1), dt)
+        x0 = jnp.stack(xs, axis=-1)
+        if self.neuron and self.linear:  # NEURON's one iteration (`linflag`)
+            x1 = x0 + self._newton_update(x0, x0, dt, exact=False)
+            return tuple(x1[..., i] for i in range(len(self.states)))
+        x1 = self._implicit_euler(x0, dt)
         return tuple(x1[..., i] for i in range(len(self.states)))
 
     def filter(self, rs, dt, xs, *, quadratic: bool):
@@ -284,7 +295,8 @@ class NonlinearScheme(AbstractCoupledKinetics):
     def steady_state(self, xs) -> tuple[Array, ...]:
         """`SOLVE ... STEADYSTATE sparse`: implicit Euler steps of `STEADY_DT`
         ms from `xs` (so amounts that no `CONSERVE` fixes keep the totals
-        the states start with). With `neuron`, NEURON's `_ss_sparse`: up to
+        the states start with). With `neuron` (and not `linear`: that is one
+        step iterated), NEURON's `_ss_sparse`: up to
         `STEADY_TRIES` single Newton iterations, each a step from where the
         last one ended, setting states below -1e-6 to 0, until one leaves
         none there; then a step iterated to convergence. Otherwise one step
@@ -299,7 +311,7 @@ class NonlinearScheme(AbstractCoupledKinetics):
             dts = jnp.asarray(STEADY_DTS_FLOAT32, x.dtype)
             x, _ = jax.lax.scan(implicit, x, dts)
             return tuple(x[..., i] for i in range(len(self.states)))
-        if self.neuron:
+        if self.neuron and not self.linear:
 
             def single(carry, _):
                 x, passed = carry
@@ -315,9 +327,9 @@ class NonlinearScheme(AbstractCoupledKinetics):
         return tuple(x[..., i] for i in range(len(self.states)))
 
 
-def nonlinear_scheme(states, flux, m0, row, neuron) -> NonlinearScheme:
+def nonlinear_scheme(states, flux, m0, row, neuron, linear) -> NonlinearScheme:
     """A `NonlinearScheme` of the generated `flux` at the variables `m0`."""
-    return NonlinearScheme(states, flux, m0, row, neuron)
+    return NonlinearScheme(states, flux, m0, row, neuron, linear)
 
 
 def markov_scheme(states, transitions, total, v) -> MarkovScheme:

@@ -33,9 +33,9 @@ def _folder() -> pathlib.Path:
 
 PREFIX = "glia__dbbs_mod_collection__"
 _ARRAY = ("array", "array variables (tspike[...], inf[...])")
-# Their schemes (COMPARTMENT, nonlinear binding, f_flux) import; what stops them:
-_CAI = ("USEION", "writes cai (or nr2bi) as an ASSIGNED, `cai = ca`, not as a STATE")
-_NO_EQ = ("STATE", "a STATE (mg) without an equation in the solved block")
+# Their schemes (COMPARTMENT, nonlinear binding, f_flux, `cai = ca`) import;
+# what stops them:
+_CAO = ("CONSTANT", "cao READ and a CONSTANT, which NEURON 9 refuses too")
 
 # file (without PREFIX and .mod) -> None (imports) or (construct, why not)
 EXPECTED = {
@@ -51,7 +51,7 @@ EXPECTED = {
     "Leak__0": None, "Leak__GABA": None, "NMDA__granule": _ARRAY,
     "NMDA__stellate": _ARRAY, "Na__granule_cell": None, "Na__granule_cell_FHF": None,
     "Nav1_1__0": ("LINEAR", "a LINEAR block"), "Nav1_6__0": None,
-    "cdp5__0": _CAI, "cdp5__CAM": _CAI, "cdp5__CAM_GoC": _CAI, "cdp5__CR": _NO_EQ,
+    "cdp5__0": _CAO, "cdp5__CAM": _CAO, "cdp5__CAM_GoC": _CAO, "cdp5__CR": _CAO,
     "gap_junction__0": ("POINTER", "a POINTER (gap junction)"),
     "gap_junction__parallel": ("ELECTRODE_CURRENT", "an electrode current"),
 }  # fmt: skip

@@ -326,3 +326,20 @@ def test_without_neuron(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "neuron.nmodl", None)
     with pytest.raises(ImportError, match=r"pip install stable_ode\[nmodl\]"):
         load_nmodl(path)
+
+
+def test_ion_variable_declared_constant(tmp_path):
+    """An ion variable that a CONSTANT block redeclares (dbbs' cdp5 files'
+    `cao = 2`): NEURON's nrnivmodl refuses it, and so does the importer,
+    naming the CONSTANT's line."""
+    path = tmp_path / "c.mod"
+    path.write_text(
+        "NEURON { SUFFIX c USEION ca READ cao WRITE ica }\n"
+        "CONSTANT { cao = 2 (mM) }\n"
+        "ASSIGNED { v (mV) ica (mA/cm2) }\n"
+        "BREAKPOINT { ica = 1e-3*(v - cao) }\n"
+    )
+    with pytest.raises(NmodlError) as e:
+        load_nmodl(path)
+    assert (e.value.construct, e.value.line) == ("CONSTANT", 2), str(e.value)
+    assert "cao" in str(e.value)

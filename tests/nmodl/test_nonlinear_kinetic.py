@@ -7,6 +7,8 @@ per session, `tests/conftest.py`): one compartment each (L = diam = 20 µm,
 - `cabuf.mod` (ours): a calcium pool that `cachan1.mod`'s `ica` fills and a
   buffer binds, `~ cai + b <-> cab` (nonlinear), its volume by `COMPARTMENT`,
   the buffer conserved in amounts, `f_flux - b_flux` into a `RANGE` variable.
+- `cacopy.mod` (ours): `capool.mod`'s pool as a KINETIC block whose state
+  is `ca`, the ion's `cai` written as `cai = ca` (as dbbs' `cdp5` files do).
 - NEURON's own `capmpr.mod`: a calcium pump (`~ cai + pump <-> pumpca`,
   `~ pumpca <-> pump + cao`) in three compartments (the pool, the membrane,
   the outside), its current from `f_flux - b_flux`, `ica` and `ipump_last`
@@ -24,7 +26,8 @@ finite-difference `di/dv` in NEURON), 2e-14 mM in `cai` (of a 4.7e-6 mM
 rise), 6.6e-13 mM in `b` (NEURON's own steady state is 5e-12 mM from the
 exact one: ill-conditioned, see `test_gradient_through_the_scheme`);
 converged, 1.4e-9 mM. `capmpr` (its steady state and how it stays there):
-1.3e-19 mM in `cai`, 1e-29 mol/cm² in `pump`.
+1.3e-19 mM in `cai`, 1e-29 mol/cm² in `pump`. `cacopy` 9.5e-13 mM in `cai`
+(of a 1.8e-3 mM rise; `capool.mod` on the same inputs: 9.5e-13).
 """
 
 import diffrax as dfx
@@ -41,10 +44,16 @@ import stable_ode as so
 from stable_ode.nmodl import load_nmodl
 
 
-FILES = [DEMO / "cachan1.mod", OWN / "cabuf.mod", DEMO / "capmpr.mod"]
+FILES = [
+    DEMO / "cachan1.mod",
+    OWN / "cabuf.mod",
+    OWN / "cacopy.mod",
+    DEMO / "capmpr.mod",
+]
 RESERVOIR = {"tau": 10.0, "car": 2e-4}  # capmpr's GLOBALs: a reservoir at 2e-4 mM
 BUFFER = ["cai", "b_cabuf", "cab_cabuf", "jbind_cabuf"]
 PUMP = ["cai", "pump_capmpr", "pumpca_capmpr"]
+RECORD = {"buffer": BUFFER, "pump": PUMP, "copy": ["cai"]}
 DT = 0.025
 
 
@@ -57,6 +66,7 @@ def cells(m, **cabuf):
     return {
         "buffer": [m["cachan1"](imax=0.005), m["cabuf"](**cabuf), so.HH()],
         "pump": [m["cachan1"](imax=0.005), m["capmpr"](**RESERVOIR), so.HH()],
+        "copy": [m["cachan1"](imax=0.005), m["cacopy"](), so.HH()],
     }
 
 
@@ -70,8 +80,9 @@ def neuron_traces(nrn_compiled):
         c = {
             "buffer": [("cachan1", {"imax": 0.005}), ("cabuf", {}), ("hh", {})],
             "pump": [("cachan1", {"imax": 0.005}), ("capmpr", {}), ("hh", {})],
+            "copy": [("cachan1", {"imax": 0.005}), ("cacopy", {}), ("hh", {})],
         }
-        return run_neuron(h, c, {"buffer": BUFFER, "pump": PUMP})[1]
+        return run_neuron(h, c, RECORD)[1]
     finally:
         for k, x in old.items():
             setattr(h, f"{k}_capmpr", x)
@@ -79,7 +90,7 @@ def neuron_traces(nrn_compiled):
 
 @pytest.fixture(scope="module")
 def ours(mechs):
-    return run_ours(cells(mechs), {"buffer": BUFFER, "pump": PUMP})[1]
+    return run_ours(cells(mechs), RECORD)[1]
 
 
 def test_schemes_are_nonlinear(mechs):
@@ -119,11 +130,26 @@ def test_pump_agrees_with_neuron(ours, neuron_traces):
 
 
 @pytest.mark.neuron
+def test_concentration_copied_from_a_state(mechs, ours, neuron_traces):
+    """`cacopy.mod` writes the ion's `cai` as `cai = ca` in its KINETIC
+    block: the ion's concentration is the state `ca`. Its scheme (two `<<`
+    fluxes, one depending on `ca`) is linear to nocmodl, which takes one
+    iteration (`linflag`): the decay explicit, as here."""
+    assert mechs["cacopy"].concentration_states == {"cai": "ca"}
+    nrn = neuron_traces
+    np.testing.assert_allclose(ours["copy"], nrn["copy"], rtol=0, atol=1e-6)
+    assert np.ptp(nrn["copy.cai"]) > 1e-3
+    err = np.max(np.abs(ours["copy.cai"] - nrn["copy.cai"]))
+    print("cai", err)
+    assert err < 1e-11
+
+
+@pytest.mark.neuron
 def test_converged_steps_differ_by_neurons_iteration(neuron_traces):
     """`neuron_schemes=False` (implicit Euler to convergence) is not NEURON's
     single iteration: the comparison resolves the difference."""
     exact = load_nmodl(FILES, neuron_schemes=False)
-    got = run_ours(cells(exact), {"buffer": BUFFER, "pump": PUMP})[1]
+    got = run_ours(cells(exact), RECORD)[1]
     err = np.max(np.abs(got["buffer.cai"] - neuron_traces["buffer.cai"]))
     assert 1e-10 < err < 1e-8, err
 
