@@ -91,6 +91,26 @@ class ImplicitRateEquation(AbstractKinetics):
 # -- KINETIC blocks (METHOD sparse) ----------------------------------------------
 
 
+def _filtered(a, rs, dt, quadratic: bool) -> tuple[Array, ...]:
+    """`(I - dt/2·A (+ dt²/12·A²))⁻¹·r` per compartment (`a`: `(n, k, k)`)."""
+    eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    m = eye - 0.5 * dt * a
+    if quadratic:
+        m = m + (dt * dt / 12) * (a @ a)
+    r = solve_batched(m, jnp.stack(rs, axis=-1))
+    return tuple(r[..., i] for i in range(a.shape[-1]))
+
+
+def _jacobian(fn, x):
+    """`(fn(x), J)` for `fn` mapping `(n, k)` to `(n, k)` with compartments
+    independent: `J[c, i, j] = ∂fn(x)[c, i]/∂x[c, j]`, from `k` forward-mode
+    derivatives (batched)."""
+    k = x.shape[-1]
+    y, lin = jax.linearize(fn, x)
+    basis = jnp.broadcast_to(jnp.eye(k, dtype=x.dtype)[:, None, :], (k,) + x.shape)
+    return y, jnp.transpose(jax.vmap(lin)(basis), (1, 2, 0))
+
+
 class LinearScheme(AbstractCoupledKinetics):
     r"""A kinetic scheme linear in its `k` states with sources: `dx/dt = A·x + b`
     (a `KINETIC` block with `~ A << (flux)` terms, species that are not states,
@@ -137,13 +157,7 @@ class LinearScheme(AbstractCoupledKinetics):
 
     def filter(self, rs, dt, xs, *, quadratic: bool):
         del xs
-        a = self.generator
-        eye = jnp.broadcast_to(jnp.eye(len(self.states), dtype=a.dtype), a.shape)
-        m = eye - 0.5 * dt * a
-        if quadratic:
-            m = m + (dt * dt / 12) * (a @ a)
-        r = solve_batched(m, jnp.stack(rs, axis=-1))
-        return tuple(r[..., i] for i in range(len(self.states)))
+        return _filtered(self.generator, rs, dt, quadratic)
 
     def steady_state(self, xs) -> tuple[Array, ...]:
         """`A·x + b = 0` (with the `CONSERVE` row): `SOLVE ... STEADYSTATE
@@ -242,10 +256,7 @@ class NonlinearScheme(AbstractCoupledKinetics):
     def _newton_update(self, x, x0, dt, exact: bool):
         """The Newton update at `x` of the step from `x0` (`(n, k)`)."""
         frozen = None if exact else self._f(x)[2]
-        r, lin = jax.linearize(lambda y: self._residual(y, x0, dt, frozen), x)
-        k = x.shape[-1]
-        basis = jnp.broadcast_to(jnp.eye(k, dtype=x.dtype)[:, None, :], (k,) + x.shape)
-        jac = jnp.transpose(jax.vmap(lin)(basis), (1, 2, 0))
+        r, jac = _jacobian(lambda y: self._residual(y, x0, dt, frozen), x)
         return -solve_batched(jac, r)
 
     def _implicit_euler(self, x0, dt, iterations=NEWTON_ITERATIONS, exact=None):
@@ -280,17 +291,8 @@ class NonlinearScheme(AbstractCoupledKinetics):
         return tuple(x1[..., i] for i in range(len(self.states)))
 
     def filter(self, rs, dt, xs, *, quadratic: bool):
-        x = jnp.stack(xs, axis=-1)
-        k = x.shape[-1]
-        _, lin = jax.linearize(lambda y: self._f(y)[0], x)
-        basis = jnp.broadcast_to(jnp.eye(k, dtype=x.dtype)[:, None, :], (k,) + x.shape)
-        a = jnp.transpose(jax.vmap(lin)(basis), (1, 2, 0))
-        eye = jnp.broadcast_to(jnp.eye(k, dtype=a.dtype), a.shape)
-        m = eye - 0.5 * dt * a
-        if quadratic:
-            m = m + (dt * dt / 12) * (a @ a)
-        r = solve_batched(m, jnp.stack(rs, axis=-1))
-        return tuple(r[..., i] for i in range(len(self.states)))
+        _, a = _jacobian(lambda y: self._f(y)[0], jnp.stack(xs, axis=-1))
+        return _filtered(a, rs, dt, quadratic)
 
     def steady_state(self, xs) -> tuple[Array, ...]:
         """`SOLVE ... STEADYSTATE sparse`: implicit Euler steps of `STEADY_DT`
