@@ -229,7 +229,6 @@ class KineticSource:
         self.conserve = None
         self.closed = True
         self.transitions: list = []  # (from, to, temp) for a closed scheme
-        dep = StateDependence(self.module, src.fx)
 
         def reaction(em, s, sc):
             if variant == "_assign":
@@ -237,13 +236,12 @@ class KineticSource:
             if isinstance(s, ir.Conserve):
                 self.conserve_stmt(em, s, sc)
             else:
-                self.reaction(em, s, sc, dep)
+                self.reaction(em, s, sc)
 
         em.reaction = reaction
         sc = Scope(owner=blk.name)
         for q in blk.body:
             em.stmt(q, sc)
-            dep.step(q)
         if variant == "_assign":
             em.out.append("    return m")
         else:
@@ -253,16 +251,9 @@ class KineticSource:
 
     # -- statements --------------------------------------------------------
 
-    def rate(self, em, expr, species, sc, line, dep) -> str:
-        """A temporary holding `expr` times the non-state species."""
-        bad = dep.of(expr) & set(self.states)
-        if bad:
-            self.fail(
-                line,
-                "~",
-                f"a rate depends on the scheme's state {sorted(bad)[0]}: the "
-                "scheme is nonlinear (not supported yet)",
-            )
+    def rate(self, em, expr, species, sc) -> str:
+        """A temporary holding `expr` times the non-state species (a linear
+        block: `is_nonlinear` sent the others to the general scheme)."""
         code = em.expr(expr, sc)
         for name, k in species:
             if name not in self.index:
@@ -273,19 +264,19 @@ class KineticSource:
         em.emit(f"{temp} = as_n({code}, m.v)")
         return temp
 
-    def reaction(self, em, s: ir.Reaction, sc, dep):
+    def reaction(self, em, s: ir.Reaction, sc):
         for name, _ in s.lhs + s.rhs:
             if name in self.module.states:
                 self.src.state_lines.setdefault(name, (self.module.path, s.line))
-        left = self.side(s.lhs, s.line)
+        left = self.side(s.lhs)
         if s.op == "<<":
             self.closed = False
-            temp = self.rate(em, s.kf, (), sc, s.line, dep)
+            temp = self.rate(em, s.kf, (), sc)
             self.sources.setdefault(self.index[left], []).append((1.0, temp))
             return
-        right = self.side(s.rhs, s.line)
-        kf = self.rate(em, s.kf, s.lhs, sc, s.line, dep)
-        kb = self.rate(em, s.kb, s.rhs, sc, s.line, dep)
+        right = self.side(s.rhs)
+        kf = self.rate(em, s.kf, s.lhs, sc)
+        kb = self.rate(em, s.kb, s.rhs, sc)
         if left is None or right is None:
             self.closed = False
         else:
@@ -302,19 +293,11 @@ class KineticSource:
                     key = (r, self.index[col])
                     self.entries.setdefault(key, []).append((sign * direction, temp))
 
-    def side(self, species, line) -> str | None:
-        """The one state of a reaction side (`None`: no state)."""
-        states = [(n, k) for n, k in species if n in self.index]
-        if len(states) > 1 or any(k != 1 for _, k in states):
-            text = " + ".join(f"{k if k != 1 else ''}{n}" for n, k in species)
-            self.fail(
-                line,
-                "~",
-                f"{text}: a reaction side with more than one state (or a "
-                "stoichiometric coefficient) makes the scheme nonlinear in its "
-                "states (not supported yet)",
-            )
-        return states[0][0] if states else None
+    def side(self, species) -> str | None:
+        """The one state of a reaction side of a linear block (`None`: no
+        state)."""
+        states = [n for n, _ in species if n in self.index]
+        return states[0] if states else None
 
     def conserve_stmt(self, em, s: ir.Conserve, sc):
         if self.conserve is not None:
