@@ -236,14 +236,16 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
     carried = [py(x) for x in sorted(src.carried)]
 
     def kinetics(self, v, states, env):
+        left = {}
+        if carried:  # the values this step's BREAKPOINT leaves
+            after = _vars(self, v, states, env)
+            ns["breakpoint"](after)
+            left = {x: getattr(after, x) for x in carried}
         out = {}
         for d in derivs:
             m = _vars(self, v, states, env)
-            if carried:  # the values this step's BREAKPOINT leaves
-                after = m.copy()
-                ns["breakpoint"](after)
-                for x in carried:
-                    setattr(m, x, getattr(after, x))
+            for x, value in left.items():
+                setattr(m, x, value)
             out |= d(m)
         return out
 

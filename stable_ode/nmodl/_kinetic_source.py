@@ -60,33 +60,37 @@ class KineticSource:
                     if isinstance(r, (ir.Reaction, ir.Conserve, ir.Compartment)):
                         kind = "COMPARTMENT" if isinstance(r, ir.Compartment) else "~"
                         src.fail(r.line, kind, f"{kind} inside if/else")
-        self.nonlinear = self.is_nonlinear()
+        # nocmodl's test of a linear scheme: the reaction sides alone
+        self.mass_action_linear = all(
+            self.one_state(side)
+            for q in blk.body
+            if isinstance(q, ir.Reaction)
+            for side in (q.lhs, q.rhs)
+        )
+        self.nonlinear = not self.mass_action_linear or self.needs_general()
 
-    def is_nonlinear(self) -> bool:
-        """Whether the block needs the general scheme: a `COMPARTMENT`, a read
-        of `f_flux`/`b_flux`, a side with two states or a coefficient, or a
-        rate (or `<<` flux) that depends on a state of the block."""
+    def one_state(self, side) -> bool:
+        """Whether a reaction side holds at most one state, with coefficient 1."""
+        states = [k for n, k in side if n in self.index]
+        return len(states) <= 1 and all(k == 1 for k in states)
+
+    def needs_general(self) -> bool:
+        """Whether a block whose sides are linear needs the general scheme
+        anyway: a `COMPARTMENT`, a read of `f_flux`/`b_flux`, or a rate (or
+        `<<` flux) that depends on a state of the block."""
         dep = StateDependence(self.module, self.src.fx)
-        out = False
-        self.mass_action_linear = True  # nocmodl's test: the sides alone
         for q in self.blk.body:
             for s in walk([q]):
                 if isinstance(s, ir.Compartment):
-                    out = True
-                for e in _exprs(s):
-                    if names_in(e) & {"f_flux", "b_flux"}:
-                        out = True
+                    return True
+                if any(names_in(e) & {"f_flux", "b_flux"} for e in _exprs(s)):
+                    return True
             if isinstance(q, ir.Reaction):
-                for side in (q.lhs, q.rhs):
-                    states = [(n, k) for n, k in side if n in self.index]
-                    if len(states) > 1 or any(k != 1 for _, k in states):
-                        out = True
-                        self.mass_action_linear = False
                 for e in (q.kf, q.kb):
                     if e is not None and dep.of(e) & set(self.states):
-                        out = True
+                        return True
             dep.step(q)
-        return out
+        return False
 
     def fail(self, line, construct, problem):
         self.src.fail(line, construct, problem)
