@@ -216,18 +216,6 @@ def build_ions(cells, offsets, groups, settings, n: int, dtype) -> tuple[BuiltIo
                 any_nernst=bool(nernst_mask.any()),
             )
         )
-    writes_current = {g for ion in out for g in ion.current_groups}
-    for g, group in enumerate(groups):
-        mech = group.mechanism
-        reads = [
-            f"i{u.ion}" for u in getattr(mech, "ions", ()) if f"i{u.ion}" in u.read
-        ]
-        if g in writes_current and reads:
-            raise ValueError(
-                f"mechanism {type(mech).__name__} writes an ion current and reads "
-                f"{reads}: a mechanism may not read an ion current while writing "
-                "one (not supported)"
-            )
     return tuple(out)
 
 

@@ -1,7 +1,10 @@
 """Recording a mechanism's state or `RANGE` variable as NEURON names it: `"m_hh"`
 is the state `m` of the mechanism whose suffix is `hh`, in the recording site's
 compartment; `"gna_hh"` its conductance (`AbstractMechanism.range_variables`),
-evaluated from the sample's voltage and states."""
+evaluated from the sample's voltage and states; `"ca_cadifpmp[3]"` element 3
+of an imported array (the state `"ca[3]"`)."""
+
+import re
 
 import jax
 import numpy as np
@@ -18,10 +21,17 @@ def neuron_suffix(mechanism) -> str:
     return {HH: "hh", Passive: "pas"}.get(type(mechanism), type(mechanism).__name__)
 
 
+def _split(variable: str) -> tuple[str, str]:
+    """`"ca_cadifpmp[3]"` → `("ca_cadifpmp", "[3]")`; `"m_hh"` → `("m_hh", "")`."""
+    m = re.fullmatch(r"(.*?)(\[\d+\])?", variable)
+    return m.group(1), m.group(2) or ""
+
+
 def is_state_variable(variable: str, groups) -> bool:
-    """Whether `variable` has the form `STATE_SUFFIX` for one of the mechanism
-    `groups`."""
-    return any(variable.endswith("_" + neuron_suffix(g.mechanism)) for g in groups)
+    """Whether `variable` has the form `STATE_SUFFIX` (or `STATE_SUFFIX[k]`) for
+    one of the mechanism `groups`."""
+    base = _split(variable)[0]
+    return any(base.endswith("_" + neuron_suffix(g.mechanism)) for g in groups)
 
 
 def range_names(model, g: int, states) -> list[str]:
@@ -47,12 +57,13 @@ def state_entries(model, recordings, index_of) -> list[tuple[str, int, str, int]
     out = []
     for rec in recordings:
         var, c = rec.variable, index_of(rec.site)
+        base, index = _split(var)
         found = None
         for g, group in enumerate(model.mechanisms):
             suffix = neuron_suffix(group.mechanism)
-            if not var.endswith("_" + suffix):
+            if not base.endswith("_" + suffix):
                 continue
-            state = var[: -len(suffix) - 1]
+            state = base[: -len(suffix) - 1] + index
             here = np.nonzero(np.asarray(group.index) == c)[0]
             if not here.size:
                 continue

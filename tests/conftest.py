@@ -31,6 +31,7 @@ _DEMO_FILES = (
     "nacaex.mod",
     "release.mod",
     "capmpr.mod",
+    "cabpump.mod",
 )
 _OWN_FILES = (
     _TESTS / "nmodl" / "mod" / "hhns.mod",

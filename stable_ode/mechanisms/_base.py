@@ -92,9 +92,13 @@ class AbstractMechanism(eqx.Module):
     tuple of `UseIon`s (default: none). The mechanism then sees each ion as
     `env.ion(name)` (an `IonView`: `inside`, `outside` mM, `reversal` mV,
     `current` mA/cm²); a mechanism writing `<ion>i` (or `<ion>o`) has a state of
-    exactly that name (`cai`), the ion's concentration in its compartments; a
-    mechanism writing `i<ion>` returns from `current` a dict `{ion: density,
-    ..., "nonspecific": density}` (mA/cm²) whose sum is its membrane current.
+    exactly that name (`cai`), the ion's concentration in its compartments, or
+    names the state that holds it in the class variable `concentration_states`
+    (`{"cai": "ca"}`, as `load_nmodl` does for `cai = ca` in a `KINETIC`
+    block; default: none); a mechanism writing `i<ion>` returns from `current`
+    a dict `{ion: density, ..., "nonspecific": density}` (mA/cm²) whose sum is
+    its membrane current. A mechanism that reads `i<ion>` sees the ion's total
+    current in `kinetics`, its own share included when it writes it too.
 
     Every state's kinetics are evaluated at the states of the start of a stage
     and vary only in the state's own value (see `AbstractKinetics`).
@@ -117,6 +121,7 @@ class AbstractMechanism(eqx.Module):
     """
 
     ions: ClassVar[tuple[UseIon, ...]] = ()
+    concentration_states: ClassVar[dict[str, str]] = {}
     mechanism_type: ClassVar[int] = 0
 
     def __init_subclass__(cls, **kwargs):

@@ -30,7 +30,11 @@ _VARS_METHODS = {"copy", "restore"}
 
 def py(name: str) -> str:
     """An NMODL name as a Python attribute of a `Vars` record (keywords and
-    `Vars`' own method names get a trailing `_`)."""
+    `Vars`' own method names get a trailing `_`; an array element `x[3]` is
+    `x__3`)."""
+    if name.endswith("]"):
+        base, k = name[:-1].split("[")
+        return f"{base}__{k}"
     return name + "_" if keyword.iskeyword(name) or name in _VARS_METHODS else name
 
 

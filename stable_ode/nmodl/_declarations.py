@@ -5,6 +5,7 @@ import pathlib
 import re
 
 from . import _ir as ir
+from ._arrays import elements
 from ._errors import NmodlError
 from ._frontend import (
     _KEYWORD_OF_NODE,
@@ -61,6 +62,7 @@ def read_mod(path: pathlib.Path) -> ir.Module:
         point_process=False,
         net_receive=None,
     )
+    _array_sizes(r, program)
     for b in program.blocks:
         t = _node(b)
         if t in (
@@ -113,12 +115,20 @@ def read_mod(path: pathlib.Path) -> ir.Module:
             for p in b.statements:
                 name = p.name.get_node_name()
                 d["lines"][name] = r.stmt_line(rf"\b{re.escape(name)}\b")
+                if name in r.arrays:
+                    r.fail(
+                        d["lines"][name],
+                        "array",
+                        f"{name}: PARAMETER arrays are not supported (an "
+                        "ASSIGNED array set in INITIAL is)",
+                    )
                 value = 0.0 if p.value is None else _number(p.value)
                 d["parameters"][name] = value
         elif t == "LocalListStatement":  # file-level LOCAL: a module variable
             for var in b.variables:
-                d["assigned"].append(var.name.get_node_name())
-                d["statics"].append(var.name.get_node_name())
+                names = _declared(r, var.name.get_node_name())
+                d["assigned"] += names
+                d["statics"] += names
         elif t == "ConstantBlock":
             for c in b.statements:
                 if _node(c) != "ConstantStatement":
@@ -130,10 +140,10 @@ def read_mod(path: pathlib.Path) -> ir.Module:
             for a in b.definitions:
                 name = a.name.get_node_name()
                 aline = r.stmt_line(rf"\b{re.escape(name)}\b")
-                d["lines"].setdefault(name, aline)
-                if a.length is not None or _node(a.name) == "IndexedName":
-                    r.fail(aline, "array", f"{name}: array variables are not supported")
-                (d["states"] if t == "StateBlock" else d["assigned"]).append(name)
+                names = _declared(r, name)
+                for x in [name] + names:
+                    d["lines"].setdefault(x, aline)
+                (d["states"] if t == "StateBlock" else d["assigned"]).extend(names)
         elif t in ("InitialBlock", "BreakpointBlock"):
             kind = "INITIAL" if t == "InitialBlock" else "BREAKPOINT"
             body = r.stmts(b.statement_block)
@@ -168,6 +178,32 @@ def read_mod(path: pathlib.Path) -> ir.Module:
         raise NmodlError(path, None, "NEURON", "no SUFFIX: not a density mechanism")
     _finish(r, d)
     return ir.Module(path=str(path), **{k: _freeze(v) for k, v in d.items()})
+
+
+def _array_sizes(r: _Reader, program) -> None:
+    """Every file-level array's size into `r.arrays` (before any block is read,
+    since a block may come before the declaration it uses)."""
+    for b in program.blocks:
+        t = _node(b)
+        if t in ("StateBlock", "AssignedBlock"):
+            for a in b.definitions:
+                if a.length is not None:
+                    r.arrays[a.name.get_node_name()] = int(a.length.eval())
+        elif t == "ParamBlock":
+            for p in b.statements:
+                if _node(p.name) == "IndexedName":
+                    r.arrays[p.name.get_node_name()] = int(p.name.length.eval())
+        elif t == "LocalListStatement":
+            for var in b.variables:
+                if _node(var.name) == "IndexedName":
+                    r.arrays[var.name.get_node_name()] = int(var.name.length.eval())
+
+
+def _declared(r: _Reader, name: str) -> list[str]:
+    """The variables a declaration of `name` makes: its elements if it is an
+    array."""
+    size = r.arrays.get(name)
+    return [name] if size is None else elements(name, size)
 
 
 def _freeze(v):
@@ -224,9 +260,11 @@ def _neuron_block(r: _Reader, b, d):
             r.stmt_line(r"\bNONSPECIFIC_CURRENT\b")
             d["nonspecific"] += [c.name.get_node_name() for c in s.currents]
         elif t == "Range":
-            d["range_names"] += [x.name.get_node_name() for x in s.variables]
+            for x in s.variables:
+                d["range_names"] += _declared(r, x.name.get_node_name())
         elif t == "Global":
-            d["global_names"] += [x.name.get_node_name() for x in s.variables]
+            for x in s.variables:
+                d["global_names"] += _declared(r, x.name.get_node_name())
         elif t in ("ThreadSafe", "LineComment", "BlockComment", "OntologyStatement"):
             continue
         else:

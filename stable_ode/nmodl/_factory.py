@@ -271,6 +271,9 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
             ion = x[:-1]
             start[x] = getattr(env.ion(ion), "inside" if x.endswith("i") else "outside")
         m = _vars(self, v, start, env)
+        for x in held:  # INITIAL sees the ion's concentration (cabpump's `ca[i] = cai`)
+            side = "inside" if x.endswith("i") else "outside"
+            setattr(m, py(x), getattr(env.ion(x[:-1]), side))
         ns["initial"](m)
         return {s: _runtime.as_n(getattr(m, py(s)), v) for s in module.states}
 

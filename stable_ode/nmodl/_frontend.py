@@ -10,7 +10,10 @@ import pathlib
 import re
 
 from . import _ir as ir
+from ._arrays import ArrayReading, elements
+from ._ast import node_type as _node
 from ._errors import Locator, NmodlError
+from ._kinetic_reading import KineticReading
 
 
 NEURON_GLOBALS = ("v", "celsius", "diam", "area", "dt", "t")
@@ -52,8 +55,7 @@ _UNSUPPORTED = {
     "External": ("EXTERNAL", "EXTERNAL variables are not supported"),
     "RandomVarList": ("RANDOM", "random numbers are not supported"),
     "ElectrodeCurrent": ("ELECTRODE_CURRENT", "electrode currents are not supported"),
-    "WhileStatement": ("while", "loops are not supported"),
-    "FromStatement": ("FROM", "loops are not supported"),
+    "WhileStatement": ("while", "while loops are not supported"),
     "ReactionStatement": ("~", "reactions belong in KINETIC blocks"),
     "Conserve": ("CONSERVE", "CONSERVE belongs in KINETIC blocks"),
     "Compartment": ("COMPARTMENT", "COMPARTMENT belongs in KINETIC blocks"),
@@ -110,11 +112,7 @@ def import_nmodl():
     return nmodl, ast
 
 
-def _node(n) -> str:
-    return type(n).__name__
-
-
-class _Reader:
+class _Reader(ArrayReading, KineticReading):
     """Walks one file's AST; `self.loc` finds lines, `self.cursor` is where the
     next statement of the current block is searched from."""
 
@@ -124,6 +122,8 @@ class _Reader:
         self.cursor = 1
         self.in_kinetic = False  # reading a KINETIC block: reactions allowed
         self.seen_reaction = False  # a reaction read in this KINETIC block
+        self.arrays: dict[str, int] = {}  # array name -> size
+        self.env: dict[str, int] = {}  # FROM loop variable -> its value now
 
     def fail(self, line, construct, problem):
         raise NmodlError(self.path, line, construct, problem)
@@ -159,8 +159,10 @@ class _Reader:
         if t == "DoubleUnit":
             return self.expr(n.value)
         if t == "VarName":
-            if n.index is not None or _node(n.name) == "IndexedName":
-                self.fail(self.cursor, "array", "array variables are not supported")
+            if _node(n.name) == "IndexedName":
+                return ir.Name(self.indexed(n.name))
+            if n.index is not None:
+                self.fail(self.cursor, "@", f"{self.nmodl.to_nmodl(n)!r}")
             if _node(n.name) == "PrimeName":
                 self.fail(
                     self.cursor,
@@ -174,6 +176,13 @@ class _Reader:
             name = n.name.get_node_name()
             if name in RANDOM_FUNCTIONS:
                 self.fail(self.cursor, f"{name}()", "random numbers are not supported")
+            if name == "printf":
+                self.fail(
+                    self.cursor,
+                    "printf()",
+                    "printing from a .mod file is not supported (it changes no "
+                    "number: remove the call)",
+                )
             if name in EVENT_FUNCTIONS:
                 self.fail(
                     self.cursor,
@@ -184,7 +193,11 @@ class _Reader:
             return ir.Call(name, tuple(self.expr(a) for a in n.arguments))
         self.fail(self.cursor, t, f"expression {self.nmodl.to_nmodl(n)!r}")
 
-    def name(self, name: str) -> ir.Name:
+    def name(self, name: str) -> ir.Expr:
+        if name in self.env:
+            return ir.Num(float(self.env[name]))
+        if name in self.arrays:
+            self.whole_array(name)
         if name in ("f_flux", "b_flux"):
             if not self.in_kinetic:
                 self.fail(
@@ -218,7 +231,9 @@ class _Reader:
         out = []
         for s in block.statements:
             r = self.stmt(s)
-            if r is not None:
+            if isinstance(r, list):  # unrolled: a FROM loop, an indexed COMPARTMENT
+                out.extend(r)
+            elif r is not None:
                 out.append(r)
         return tuple(out)
 
@@ -242,15 +257,22 @@ class _Reader:
             return self.conserve(s) if t == "Conserve" else self.compartment(s)
         if t in _UNSUPPORTED:
             self.unsupported(s)
+        if t == "FromStatement":
+            return self.from_loop(s)
         if t == "ProtectStatement":
             return self.expression_statement(s.expression)
         if t == "LocalListStatement":
             line = self.stmt_line(r"\bLOCAL\b")
             names = []
             for var in s.variables:
+                name = var.name.get_node_name()
                 if _node(var.name) == "IndexedName":
-                    self.fail(line, "LOCAL array", "array variables are not supported")
-                names.append(var.name.get_node_name())
+                    size = self.const_int(var.name.length, f"the size of {name}")
+                    self.arrays[name] = size
+                    names.extend(elements(name, size))
+                else:
+                    self.arrays.pop(name, None)
+                    names.append(name)
             return ir.Local(tuple(names), line)
         if t == "IfStatement":
             return self.if_statement(s)
@@ -283,8 +305,11 @@ class _Reader:
         if t == "DiffEqExpression":
             be = e.expression
             prime = be.lhs.name if _node(be.lhs) == "VarName" else be.lhs
-            state = prime.value.eval() if _node(prime) == "PrimeName" else None
+            base = prime.name if _node(prime) == "IndexedName" else prime
+            state = base.value.eval() if _node(base) == "PrimeName" else None
             line = self.stmt_line(rf"\b{re.escape(str(state))}\s*'")
+            if _node(prime) == "IndexedName":
+                self.fail(line, "DERIVATIVE", "equations of array states x'[i]")
             if _node(prime) != "PrimeName" or int(prime.order.eval()) != 1:
                 self.fail(line, "DERIVATIVE", "only first-order equations x' = ...")
             return ir.DiffEq(state, self.expr(be.rhs), line)
@@ -302,9 +327,18 @@ class _Reader:
                 line = self.stmt_line(rf"\b{re.escape(name)}\s*'")
                 self.fail(line, "x' =", "a derivative outside a DERIVATIVE block")
             name = lhs.name.get_node_name() if _node(lhs) == "VarName" else None
-            line = self.stmt_line(rf"\b{re.escape(str(name))}\s*=(?!=)")
+            indexed = name is not None and _node(lhs.name) == "IndexedName"
+            line = self.stmt_line(
+                rf"\b{re.escape(str(name))}\s*" + (r"\[" if indexed else r"=(?!=)")
+            )
             if name is None or (_node(lhs) == "VarName" and lhs.index is not None):
                 self.fail(line, "assignment", f"to {self.nmodl.to_nmodl(lhs)!r}")
+            if name in self.env:
+                self.fail(line, "assignment", f"to the FROM loop variable {name}")
+            if indexed:
+                name = self.indexed(lhs.name)
+            elif name in self.arrays:
+                self.whole_array(name)
             return ir.Assign(name, self.expr(e.rhs), line)
         if t == "FunctionCall":
             name = e.name.get_node_name()
@@ -314,67 +348,3 @@ class _Reader:
         if t in _UNSUPPORTED:
             self.unsupported(e)
         self.fail(self.cursor, t, f"statement {self.nmodl.to_nmodl(e)!r}")
-
-    # -- KINETIC ---------------------------------------------------------------
-
-    def species(self, n, line) -> tuple[tuple[str, int], ...]:
-        """`A + 2B` → `(("A", 1), ("B", 2))`."""
-        t = _node(n)
-        if t == "BinaryExpression" and n.op.eval() == "+":
-            return self.species(n.lhs, line) + self.species(n.rhs, line)
-        if t == "ReactVarName":
-            if _node(n.name) == "IndexedName":
-                self.fail(line, "array", "array variables are not supported")
-            k = 1 if n.value is None else n.value.eval()
-            return ((n.name.get_node_name(), int(k)),)
-        self.fail(line, "~", f"species {self.nmodl.to_nmodl(n)!r}")
-
-    def reaction(self, s) -> ir.Reaction:
-        line = self.stmt_line(r"~")
-        op = s.op.eval()
-        if op not in ("<->", "<<"):
-            self.fail(line, "~", f"reaction operator {op!r} is not supported")
-        lhs = self.species(s.reaction1, line)
-        kf = self.expr(s.expression1)
-        if op == "<<":
-            if len(lhs) != 1 or lhs[0][1] != 1:
-                self.fail(line, "~ <<", "a flux into one species, ~ A << (flux)")
-            out = ir.Reaction(op, lhs, (), kf, None, line)
-        else:
-            rhs = self.species(s.reaction2, line)
-            out = ir.Reaction(op, lhs, rhs, kf, self.expr(s.expression2), line)
-        self.seen_reaction = True
-        self.cursor = line + 1
-        return out
-
-    def compartment(self, s) -> ir.Compartment:
-        line = self.stmt_line(r"\bCOMPARTMENT\b")
-        if s.index_name is not None:
-            self.fail(
-                line,
-                "COMPARTMENT",
-                "the indexed form (COMPARTMENT i, volume {x}) is for array "
-                "states, and array variables are not supported",
-            )
-        species = tuple(n.get_node_name() for n in s.species)
-        out = ir.Compartment(self.expr(s.volume), species, line)
-        self.cursor = line + 1
-        return out
-
-    def conserve(self, s) -> ir.Conserve:
-        line = self.stmt_line(r"\bCONSERVE\b")
-        terms = []
-
-        def walk(n):
-            t = _node(n)
-            if t == "BinaryExpression" and n.op.eval() == "+":
-                walk(n.lhs)
-                walk(n.rhs)
-            elif t == "ReactVarName":
-                k = 1.0 if n.value is None else float(n.value.eval())
-                terms.append((n.name.get_node_name(), k))
-            else:
-                self.fail(line, "CONSERVE", f"term {self.nmodl.to_nmodl(n)!r}")
-
-        walk(s.react)
-        return ir.Conserve(tuple(terms), self.expr(s.expr), line)

@@ -46,19 +46,29 @@ _T_NONE = -1e-30  # as the built-in synapses: nothing delivered yet
 def derived_names(module: ir.Module) -> set[str]:
     """The `PARAMETER`s and `ASSIGNED`s that `INITIAL` assigns (directly or
     through the procedures it calls) from values that do not change during a
-    run (parameters, `celsius`, geometry; not `v`, the states or the ions):
-    NEURON computes them once, and so does any re-evaluation of INITIAL."""
+    run (parameters, `celsius`, geometry; not `v`, the states or the ions), and
+    that no other block assigns: NEURON computes them once, and so does any
+    re-evaluation of INITIAL. (cabpump.mod's `ica_pmp = 0` in INITIAL is not
+    one: its KINETIC block computes it every step.)"""
     if module.initial is None:
         return set()
     fx = effects(module)
-    out = set()
-    for s in walk(module.initial.body):
-        if isinstance(s, ir.Assign):
-            out.add(s.target)
-        elif isinstance(s, ir.CallStmt) and s.fn in fx:
-            out |= fx[s.fn][1]
-        elif isinstance(s, ir.Local):
-            out -= set(s.names)
+
+    def assigned(body) -> set[str]:
+        out = set()
+        for s in walk(body):
+            if isinstance(s, ir.Assign):
+                out.add(s.target)
+            elif isinstance(s, ir.CallStmt) and s.fn in fx:
+                out |= fx[s.fn][1]
+            elif isinstance(s, ir.Local):
+                out -= set(s.names)
+        return out
+
+    out = assigned(module.initial.body)
+    for blk in [module.breakpoint, *module.derivatives.values(), module.net_receive]:
+        if blk is not None:
+            out -= assigned(blk.body)
     out = (out - set(module.states)) & (set(module.parameters) | set(module.assigned))
     dep = StateDependence(module, fx)
     ion_vars = {x for ion in module.ions for x in ion.read + ion.write}

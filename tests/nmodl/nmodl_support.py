@@ -79,6 +79,13 @@ def run_ours(
     return np.asarray(sim.ts), {k: np.asarray(v) for k, v in sim.recordings.items()}
 
 
+def _ref(seg, var):
+    """NEURON's pointer to `var` at `seg` (`"ca_cadifpmp[3]"`: an array element)."""
+    base, _, index = var.partition("[")
+    ref = getattr(seg, f"_ref_{base}")
+    return ref[int(index[:-1])] if index else ref
+
+
 def run_neuron(h, cells, record=None, *, t_stop=30.0, dt=0.025, celsius=6.3):
     """The same compartments in NEURON at `secondorder = 0`: `cells[name]` is a
     list of `(suffix, {parameter: value})`; tables off (`usetable_<suffix> =
@@ -108,7 +115,7 @@ def run_neuron(h, cells, record=None, *, t_stop=30.0, dt=0.025, celsius=6.3):
             vecs[name].record(sec(0.5)._ref_v)
             for var in (record or {}).get(name, ()):
                 vecs[f"{name}.{var}"] = h.Vector()
-                vecs[f"{name}.{var}"].record(getattr(sec(0.5), f"_ref_{var}"))
+                vecs[f"{name}.{var}"].record(_ref(sec(0.5), var))
         t = h.Vector()
         t.record(h._ref_t, sec=secs[0])
         h.CVode().active(0)
@@ -119,5 +126,84 @@ def run_neuron(h, cells, record=None, *, t_stop=30.0, dt=0.025, celsius=6.3):
         return np.array(t), {k: np.array(v) for k, v in vecs.items()}
     finally:
         del clamps
+        for sec in secs:
+            h.delete_section(sec=sec)
+
+
+SPIKE_THRESHOLD = 0.0  # mV
+
+
+def spike_times_ours(cells, *, rtol, atol, t_stop=30.0, celsius=6.3):
+    """The compartments of `run_ours` under an adaptive `CrankNicolson`
+    (`diffrax.PIDController(rtol, atol)`): `{name: spike times}` (ms; upward
+    crossings of `SPIKE_THRESHOLD`, located within the step)."""
+    import diffrax as dfx
+
+    built, stimuli, recordings = [], [], []
+    for name, mechanisms in cells.items():
+        built.append(
+            so.Cell(
+                name,
+                [so.Section("soma", 20.0, 20.0, 1)],
+                [so.Insert(m) for m in mechanisms],
+            )
+        )
+        site = so.Site(name, "soma", 0.5)
+        stimuli.append(so.StepCurrent(site, **STEP))
+        recordings.append(so.SpikeRecording(name, site, SPIKE_THRESHOLD, 16))
+    model = so.build(built, stimuli, recordings, celsius=celsius)
+    sim = so.simulate(
+        model,
+        t_stop,
+        0.025,
+        save_dt=t_stop,
+        solver=so.CrankNicolson(),
+        controller=dfx.PIDController(rtol=rtol, atol=atol),
+    )
+    return {k: np.asarray(v) for k, v in sim.spikes.items()}
+
+
+def spike_times_neuron(h, cells, *, rtol, atol, t_stop=30.0, celsius=6.3):
+    """The compartments of `run_neuron` under CVODE at `rtol`, `atol`
+    (`NetCon.record`, threshold `SPIKE_THRESHOLD`): `{name: spike times}`."""
+    secs, keep, times = [], [], {}
+    cvode = h.CVode()
+    old = (cvode.active(), cvode.rtol(), cvode.atol())
+    try:
+        h.load_file("stdrun.hoc")
+        for name, mechanisms in cells.items():
+            sec = h.Section(name=f"nmodl_{name}")
+            secs.append(sec)
+            sec.L = sec.diam = 20.0
+            sec.nseg = 1
+            for suffix, params in mechanisms:
+                sec.insert(suffix)
+                for k, val in params.items():
+                    setattr(sec(0.5), f"{k}_{suffix}", val)
+                if hasattr(h, f"usetable_{suffix}"):
+                    setattr(h, f"usetable_{suffix}", 0)
+            ic = h.IClamp(sec(0.5))
+            ic.amp, ic.delay, ic.dur = (
+                STEP["amplitude"],
+                STEP["delay"],
+                STEP["duration"],
+            )
+            nc = h.NetCon(sec(0.5)._ref_v, None, sec=sec)
+            nc.threshold = SPIKE_THRESHOLD
+            times[name] = h.Vector()
+            nc.record(times[name])
+            keep += [ic, nc]
+        cvode.active(1)
+        cvode.rtol(rtol)
+        cvode.atol(atol)
+        h.celsius = celsius
+        h.finitialize(-65.0)
+        h.continuerun(t_stop)
+        return {k: np.array(v) for k, v in times.items()}
+    finally:
+        cvode.active(old[0])
+        cvode.rtol(old[1])
+        cvode.atol(old[2])
+        del keep
         for sec in secs:
             h.delete_section(sec=sec)

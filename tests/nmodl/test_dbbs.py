@@ -32,16 +32,19 @@ def _folder() -> pathlib.Path:
 
 
 PREFIX = "glia__dbbs_mod_collection__"
-_ARRAY = ("array", "array variables (tspike[...], inf[...])")
+# `printf` first, then arrays indexed by run-time values (`tspike[fi]`)
+_ARRAY = ("printf()", "printf, then arrays indexed by run-time values")
 # Their schemes (COMPARTMENT, nonlinear binding, f_flux, `cai = ca`) import;
 # what stops them:
 _CAO = ("CONSTANT", "cao READ and a CONSTANT, which NEURON 9 refuses too")
+# a running maximum: BREAKPOINT reads gmax before computing it
+_GMAX = ("ASSIGNED", "if (g > gmax) {gmax = g}: gmax read before computed")
 
 # file (without PREFIX and .mod) -> None (imports) or (construct, why not)
 EXPECTED = {
     "AMPA__0": _ARRAY, "AMPA__granule": _ARRAY, "CaL13__0": None,
     "Ca__granule_cell": None, "Cav2_1__0": None, "Cav2_2__0": None,
-    "Cav2_3__0": _ARRAY, "Cav3_1__0": None, "Cav3_2__0": None, "Cav3_3__0": None,
+    "Cav2_3__0": _GMAX, "Cav3_1__0": None, "Cav3_2__0": None, "Cav3_3__0": None,
     "GABA__0": _ARRAY,
     "GABA__biexp": ("NET_RECEIVE", "a NET_RECEIVE that is not `x = x + expr`"),
     "GABA__granule": _ARRAY, "HCN1__0": None, "HCN1__golgi": None, "HCN2__0": None,

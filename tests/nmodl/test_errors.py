@@ -45,6 +45,12 @@ CASES = {
         9,
         "random numbers",
     ),
+    "printf": (
+        'BREAKPOINT {\n  i = g*v\n  printf("i = %g\\n", i)\n}\n',
+        "printf()",
+        10,
+        "printing from a .mod file is not supported",
+    ),
     "while": (
         "BREAKPOINT {\n  i = 0\n  while (i < 1) { i = i + 1 }\n}\n",
         "while",
@@ -78,7 +84,44 @@ CASES = {
         8,
         "b has no equation",
     ),
-    "array": ("ASSIGNED { x[3] }\nBREAKPOINT { i = g*v }\n", "array", 8, "array"),
+    "array_runtime_index": (
+        "ASSIGNED { x[3] k }\nBREAKPOINT {\n  i = g*v*x[k]\n}\n",
+        "array",
+        10,
+        "the index of x is 'k', which is not an integer constant",
+    ),
+    "array_out_of_range": (
+        "ASSIGNED { x[3] }\nBREAKPOINT {\n  i = g*v*x[3]\n}\n",
+        "array",
+        10,
+        "x[3]: index out of range (x has 3 elements)",
+    ),
+    "array_without_index": (
+        "ASSIGNED { x[3] }\nBREAKPOINT {\n  i = g*v*x\n}\n",
+        "array",
+        10,
+        "used without an index",
+    ),
+    "parameter_array": (
+        "PARAMETER { w[2] }\nBREAKPOINT { i = g*v }\n",
+        "array",
+        8,
+        "PARAMETER arrays are not supported",
+    ),
+    "from_runtime_bound": (
+        "ASSIGNED { x[3] k }\nBREAKPOINT {\n  FROM j = 0 TO k {\n    x[j] = v\n"
+        "  }\n  i = g*v\n}\n",
+        "array",
+        10,
+        "FROM's end is 'k'",
+    ),
+    "array_derivative": (
+        "STATE { a[2] }\nBREAKPOINT {\n  SOLVE s METHOD cnexp\n  i = g*v*a[0]\n}\n"
+        "DERIVATIVE s {\n  a'[0] = -a[0]\n}\n",
+        "DERIVATIVE",
+        14,
+        "array states",
+    ),
     "assign_v": (
         "BREAKPOINT {\n  v = 3\n  i = g*v\n}\n",
         "assignment",
