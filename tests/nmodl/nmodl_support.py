@@ -165,10 +165,12 @@ def spike_times_ours(cells, *, rtol, atol, t_stop=30.0, celsius=6.3):
 
 def spike_times_neuron(h, cells, *, rtol, atol, t_stop=30.0, celsius=6.3):
     """The compartments of `run_neuron` under CVODE at `rtol`, `atol`
-    (`NetCon.record`, threshold `SPIKE_THRESHOLD`): `{name: spike times}`."""
+    (`NetCon.record`, threshold `SPIKE_THRESHOLD`; `condition_order(2)`: each
+    crossing interpolated within CVODE's step, not its step's end):
+    `{name: spike times}`."""
     secs, keep, times = [], [], {}
     cvode = h.CVode()
-    old = (cvode.active(), cvode.rtol(), cvode.atol())
+    old = (cvode.active(), cvode.rtol(), cvode.atol(), cvode.condition_order())
     try:
         h.load_file("stdrun.hoc")
         for name, mechanisms in cells.items():
@@ -196,6 +198,7 @@ def spike_times_neuron(h, cells, *, rtol, atol, t_stop=30.0, celsius=6.3):
         cvode.active(1)
         cvode.rtol(rtol)
         cvode.atol(atol)
+        cvode.condition_order(2)
         h.celsius = celsius
         h.finitialize(-65.0)
         h.continuerun(t_stop)
@@ -204,6 +207,7 @@ def spike_times_neuron(h, cells, *, rtol, atol, t_stop=30.0, celsius=6.3):
         cvode.active(old[0])
         cvode.rtol(old[1])
         cvode.atol(old[2])
+        cvode.condition_order(old[3])
         del keep
         for sec in secs:
             h.delete_section(sec=sec)
