@@ -187,9 +187,18 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line with `argv` (default `sys.argv[1:]`).
 
     **Returns:** the exit code: 0 success, 1 unsuccessful solve, 2 usage, model-file
-    or output error, 3 unexpected error, 130 interrupted.
+    or output error, 3 unexpected error, 130 interrupted. The caller's Ctrl-C
+    handler is put back on return (`main` is called in-process by tests and
+    notebooks).
     """
-    _interrupt.install()
+    previous = _interrupt.install()
+    try:
+        return _main(argv)
+    finally:
+        _interrupt.restore(previous)
+
+
+def _main(argv: list[str] | None) -> int:
     _interrupt.clear()
     parser = _args.parser()
     try:

@@ -25,11 +25,19 @@ def _handler(signum, frame):
     raise KeyboardInterrupt
 
 
-def install() -> None:
+def install():
     """Record every Ctrl-C (and raise `KeyboardInterrupt` as Python's default
-    handler does). Only from the main thread; elsewhere a no-op."""
+    handler does). Only from the main thread; elsewhere a no-op. Returns the
+    handler it replaced (for `restore`; `None` where it installed none)."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _handler)
+        return signal.signal(signal.SIGINT, _handler)
+    return None
+
+
+def restore(previous) -> None:
+    """Put back the SIGINT handler `install` returned (`None`: nothing to do)."""
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, previous)
 
 
 def requested() -> bool:
