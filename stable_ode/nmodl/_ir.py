@@ -145,8 +145,8 @@ class Conserve:
 @dataclasses.dataclass(frozen=True)
 class Compartment:
     """`COMPARTMENT volume {a b ...}` in a `KINETIC` block: the species whose
-    equations are in amounts, `volume·dx/dt = fluxes` (NEURON's scalar form;
-    the indexed form for arrays is refused)."""
+    equations are in amounts, `volume·dx/dt = fluxes` (the indexed form
+    `COMPARTMENT i, vol[i] {x}` reaches here unrolled: one per element)."""
 
     volume: Expr
     species: tuple[str, ...]
