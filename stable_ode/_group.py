@@ -142,16 +142,19 @@ class MechanismGroup(AbstractStateGroup):
         """Whether the mechanism declares ions (`UseIon`s)."""
         return bool(self.mechanism.ions)
 
-    def environment(self, model, ions=None) -> Environment:
+    def environment(self, model, ions=None, v_solve=None) -> Environment:
         """The mechanism's `Environment`; its ions from `ions` (the model's
         `{name: IonView}` over all compartments) or, if `None`, from the model's
-        initial concentrations (`MembraneModel.ion_views()`)."""
+        initial concentrations (`MembraneModel.ion_views()`); its `v_solve` from
+        `v_solve` (mV, over all compartments, or `None`)."""
+        v_solve = None if v_solve is None else self.take(v_solve)
         if not self.uses_ions:
             return Environment(
                 celsius=model.celsius,
                 area=self.take(model.area),
                 diam=self.take(model.diameter),
                 length=self.take(model.length),
+                v_solve=v_solve,
             )
         if ions is None:
             ions = model.ion_views()
@@ -170,17 +173,18 @@ class MechanismGroup(AbstractStateGroup):
                 )
                 for u in self.mechanism.ions
             },
+            v_solve=v_solve,
         )
 
     def kinetics(self, model, v, states, ions=None):
         env = self.environment(model, ions)
         return self.mechanism.kinetics(self.take(v), states, env)
 
-    def currents(self, model, v, states, ions=None) -> dict[str, Array]:
+    def currents(self, model, v, states, ions=None, v_solve=None) -> dict[str, Array]:
         """The mechanism's current split by ion: `{ion: density, ...,
         "nonspecific": density}` (mA/cm²), checked against its `UseIon`s."""
         out = self.mechanism.current(
-            self.take(v), states, self.environment(model, ions)
+            self.take(v), states, self.environment(model, ions, v_solve)
         )
         if not isinstance(out, dict):
             return {"nonspecific": out}
@@ -195,18 +199,18 @@ class MechanismGroup(AbstractStateGroup):
                 )
         return out
 
-    def current(self, model, v, states, ions=None):
+    def current(self, model, v, states, ions=None, v_solve=None):
         if not self.uses_ions:
-            env = self.environment(model)
+            env = self.environment(model, v_solve=v_solve)
             return self.mechanism.current(self.take(v), states, env)
-        parts = list(self.currents(model, v, states, ions).values())
+        parts = list(self.currents(model, v, states, ions, v_solve).values())
         total = parts[0]
         for p in parts[1:]:
             total = total + p
         return total
 
-    def add_current(self, model, i, v, states, ions=None):
-        return self.add_to(i, self.current(model, v, states, ions))
+    def add_current(self, model, i, v, states, ions=None, v_solve=None):
+        return self.add_to(i, self.current(model, v, states, ions, v_solve))
 
     def init_states(self, model, v, ions=None):
         env = self.environment(model, ions)

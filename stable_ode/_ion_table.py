@@ -254,15 +254,16 @@ def concentration_views(model, states=None) -> dict[str, IonView]:
     return views
 
 
-def current_views(model, v, states, views):
+def current_views(model, v, states, views, v_solve=None):
     """`views` with each ion's total current at voltages `v` and `states`, and
-    the split currents of every group writing one (`{group: {key: density}}`)."""
+    the split currents of every group writing one (`{group: {key: density}}`);
+    `v_solve` as `MembraneModel.ionic_current`'s."""
     groups = sorted({g for ion in model.ions for g in ion.current_groups})
     cache = {}
     totals = {name: view.current for name, view in views.items()}
     for g in groups:
         group = model.mechanisms[g]
-        parts = group.currents(model, v, states[g], views)
+        parts = group.currents(model, v, states[g], views, v_solve)
         cache[g] = parts
         for key, val in parts.items():
             if key in totals:

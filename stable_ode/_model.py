@@ -166,17 +166,19 @@ class MembraneModel(eqx.Module):
         self,
         v: Float[Array, " ncomp"],
         states: tuple[dict[str, Array], ...] | dict,
+        v_solve: Float[Array, " ncomp"] | None = None,
     ) -> Float[Array, " ncomp"]:
         """Total outward membrane current density per compartment, mA/cm², at
         voltages `v` (mV) and group states `states` (`State.groups`): density
         groups (channels) added group by group, then the point currents of the
-        other groups (synapses onto the compartment, nA → mA/cm²)."""
+        other groups (synapses onto the compartment, nA → mA/cm²). `v_solve`
+        (mV) reaches the density mechanisms as `Environment.v_solve`."""
         i = jnp.zeros_like(v)
         point = None
         views, cache = None, {}
         if self.ions:
             views, cache = current_views(
-                self, v, states, concentration_views(self, states)
+                self, v, states, concentration_views(self, states), v_solve
             )
         for k, (group, x) in enumerate(zip(self.groups, states)):
             if group.point_current:
@@ -189,7 +191,9 @@ class MembraneModel(eqx.Module):
                     total = total + p
                 i = group.add_to(i, total)
             elif views is not None and _ionic(group):
-                i = group.add_current(self, i, v, x, views)
+                i = group.add_current(self, i, v, x, views, v_solve)
+            elif isinstance(group, MechanismGroup):
+                i = group.add_current(self, i, v, x, v_solve=v_solve)
             else:
                 i = group.add_current(self, i, v, x)
         if point is not None:

@@ -55,18 +55,21 @@ class MembraneTerm(dfx.AbstractTerm):
         return jax.tree_util.tree_map(lambda v: v * control, vf)
 
     def linearised_current(
-        self, v: Float[Array, " ncomp"], states
+        self, v: Float[Array, " ncomp"], states, hold: bool = False
     ) -> tuple[Float[Array, " ncomp"], Float[Array, " ncomp"]]:
         """Ionic current density at `v` (mA/cm²) and its exact derivative
         `di/dv` (S/cm²) for frozen group states `states` (`State.groups`), by
-        one `jax.jvp`.
+        one `jax.jvp`. With `hold`, the mechanisms see `v` as
+        `Environment.v_solve` too, outside the derivative: `di/dv` for what
+        their state update computed held, as NEURON's (imported mechanisms with
+        `neuron_schemes=True`; others are unaffected).
 
         Each compartment's current depends only on its own voltage (synaptic
         currents on the postsynaptic one; their states are frozen), so the
         directional derivative along ones is the diagonal of the Jacobian.
         """
         return jax.jvp(
-            lambda u: self.model.ionic_current(u, states),
+            lambda u: self.model.ionic_current(u, states, v if hold else None),
             (v,),
             (jnp.ones_like(v),),
         )

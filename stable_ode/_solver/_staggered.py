@@ -60,14 +60,15 @@ def advance(kin, y: State, dt, v) -> State:
     return State(v=v, groups=_per_state(lambda k, x: k.update(x, dt), kin, y.groups))
 
 
-def _linearised(term: MembraneTerm, y: State, s, linear_solver):
+def _linearised(term: MembraneTerm, y: State, s, linear_solver, hold=False):
     """What both voltage steps start from: the model, its coupling, `v0`, the
-    ionic current's `g = di/dv` at `v0` (S/cm²), the right-hand side
+    ionic current's `g = di/dv` at `v0` (S/cm²; with `hold`, NEURON's, see
+    `MembraneTerm.linearised_current`), the right-hand side
     `area·(s - i(v0)) + coupling current` (mA) and the linear solver (the
     coupling's own for `None`)."""
     m = term.model
     v0 = y.v
-    i0, g = term.linearised_current(v0, y.groups)
+    i0, g = term.linearised_current(v0, y.groups, hold)
     c = m.coupling
     if linear_solver is None:
         linear_solver = c.default_solver()
@@ -82,6 +83,7 @@ def voltage_step(
     s: Float[Array, " ncomp"],
     theta,
     linear_solver: lx.AbstractLinearSolver | None,
+    hold: bool = False,
 ) -> tuple[Float[Array, " ncomp"], Float[Array, " ncomp"], Float[Array, " ncomp"]]:
     """One linearly implicit θ-step of the voltage equation from `y.v`, with the
     group states of `y` frozen.
@@ -92,9 +94,10 @@ def voltage_step(
     system; a singular or non-finite one shows as a non-finite `v1`, which the
     step controller rejects — so the lineax result is not threaded through.
     `linear_solver=None`
-    uses the coupling's own (`coupling.default_solver()`).
+    uses the coupling's own (`coupling.default_solver()`). `hold`: `di/dv` as
+    NEURON's (`MembraneTerm.linearised_current`).
     """
-    m, c, v0, g, rhs, linear_solver = _linearised(term, y, s, linear_solver)
+    m, c, v0, g, rhs, linear_solver = _linearised(term, y, s, linear_solver, hold)
     d = m.area * (m.capacitance / (1000 * dt) + theta * g)  # S
     sol = finite_linear_solve(c, theta, d, c.to_operator_order(rhs), linear_solver)
     delta = c.from_operator_order(sol)

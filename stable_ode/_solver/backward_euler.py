@@ -23,7 +23,9 @@ class BackwardEuler(AbstractVoltageSolver):
 
     1. voltage: one linearly implicit backward Euler step of the cable equation
        with the gates frozen at `t0`, the ionic current linearised exactly at `v0`
-       (`jax.jvp`), stimuli sampled at `t0 + dt/2`; one structured linear solve
+       (`jax.jvp`; what an imported mechanism's `SOLVE`d block computes held,
+       as NEURON does, see `Environment.v_solve`), stimuli sampled at
+       `t0 + dt/2`; one structured linear solve
        through lineax (`lx.TridiagonalLinearOperator` + `lx.Tridiagonal()` for
        cables);
     2. states: each group's kinetics at the new `v1` (and the states of `t0`)
@@ -79,7 +81,7 @@ class BackwardEuler(AbstractVoltageSolver):
         model = term.model
         dt = t1 - t0
         s = model.stimulus_density(0.5 * (t0 + t1))
-        v1, dv0, g = voltage_step(term, y0, dt, s, 1.0, self.linear_solver)
+        v1, dv0, g = voltage_step(term, y0, dt, s, 1.0, self.linear_solver, hold=True)
         kin1, y1 = advance_in_order(model, v1, y0, dt)
         f0 = state_rhs(term, y0, s, dv=dv0)
         f1 = state_rhs(term, y1, s, kin=kin1)

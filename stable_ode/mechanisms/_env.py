@@ -20,6 +20,14 @@ class Environment(eqx.Module):
     - `length`: compartment length, µm.
     - `ions`: `{name: IonView}` for the ions the mechanism declares in its
       `ions` class variable (`UseIon`s); empty for every other mechanism.
+    - `v_solve`: mV, or `None`. Set only in `current`, when `BackwardEuler`
+      linearises the membrane current at the voltage `v` it is called with:
+      `v_solve` is that same voltage, not differentiated in the
+      linearisation. NEURON holds what the state update computed (its
+      `nrn_state`, at this voltage) while it takes `di/dv` (`nrn_cur`), and a
+      mechanism imported with `neuron_schemes=True` does the same with what its
+      `SOLVE`d block computes (dbbs' `Cav3_1`: `ica = ... * g`, `g` computed
+      in its `DERIVATIVE` block). Other mechanisms ignore it.
 
     Outside a model (e.g. `HH().kinetics(v, {}, Environment(celsius=6.3))` in a
     plot) the geometry may be `None`.
@@ -30,6 +38,7 @@ class Environment(eqx.Module):
     diam: Float[Array, " n"] | None = None
     length: Float[Array, " n"] | None = None
     ions: dict[str, IonView] = eqx.field(default_factory=dict)
+    v_solve: Float[Array, " n"] | None = None
 
     def ion(self, name: str) -> IonView:
         """The `IonView` of ion `name` (`cai` is `env.ion("ca").inside`); a

@@ -87,6 +87,7 @@ _GLOBALS = dict(
     functools=functools,
     Vars=_runtime.Vars,
     merge_into=_runtime.merge_into,
+    solve_assign=_runtime.solve_assign,
     select=_runtime.select,
     as_n=_runtime.as_n,
     safe_sqrt=typed(_runtime.safe_sqrt),
@@ -255,6 +256,7 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
 
     def current(self, v, states, env):
         m = _vars(self, v, states, env)
+        setattr(m, _runtime.HELD_V, getattr(env, "v_solve", None))
         ns["breakpoint"](m)
         i = [_runtime.as_n(getattr(m, py(x)), v) for x in module.nonspecific]
         nonspecific = sum(i[1:], i[0]) if i else None

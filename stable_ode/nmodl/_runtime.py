@@ -33,6 +33,27 @@ class Vars:
         return f"Vars({', '.join(sorted(self.__dict__))})"
 
 
+HELD_V = "@v_solve"
+"""The `Vars` entry holding `Environment.v_solve` in `current` (a name no NMODL
+variable can have)."""
+
+
+def solve_assign(m: Vars, assign) -> None:
+    """BREAKPOINT's `SOLVE b` in NEURON's schemes: the assignments of `b`
+    (`assign`) on `m`, at `m.v`, or at the voltage held in `m` (`HELD_V`) when
+    there is one. The value is the same (`BackwardEuler` holds the voltage it
+    linearises at), but `di/dv` then holds what `b` computes, as NEURON's
+    `nrn_cur` holds what its `nrn_state` computed."""
+    held = getattr(m, HELD_V, None)
+    if held is None:
+        assign(m)
+        return
+    v = m.v
+    m.v = held
+    assign(m)
+    m.v = v
+
+
 def select(cond, a, b):
     """`a` where `cond`, else `b`: statically when `cond` is a Python bool."""
     if isinstance(cond, (bool, np.bool_)):

@@ -242,8 +242,12 @@ class Source:
     def solve(self, em: Emitter, s: ir.Solve, sc: Scope):
         if s.steadystate is None and em.equation is None and s.method is not None:
             # BREAKPOINT: the states are advanced by the solver; here the block's
-            # assignments only, so that the currents see what it computes.
-            em.emit(f"deriv_{s.block}_assign(m)")
+            # assignments only, so that the currents see what it computes (in
+            # NEURON's schemes, held in `BackwardEuler`'s di/dv, as NEURON's).
+            if self.neuron_schemes:
+                em.emit(f"solve_assign(m, deriv_{s.block}_assign)")
+            else:
+                em.emit(f"deriv_{s.block}_assign(m)")
             return
         if s.steadystate is None:
             self.fail(s.line, "SOLVE", "SOLVE in INITIAL without STEADYSTATE")
