@@ -51,7 +51,14 @@ _OWN_FILES = (
 
 # From the cerebellar collection `dbbs-mod-collection` (a test extra), read from
 # its installed package: the files tests/nmodl/test_dbbs.py runs in NEURON.
-DBBS_COMPILED = ("Nav1_6__0", "Kv3_4__0", "Kca1_1__0", "Cav3_1__0", "Kca3_1__0")
+DBBS_COMPILED = (
+    "Nav1_6__0",
+    "Kv3_4__0",
+    "Kca1_1__0",
+    "Cav3_1__0",
+    "Kca3_1__0",
+    "Nav1_1__0",
+)
 
 
 def dbbs_folder():

@@ -37,6 +37,8 @@ def _exprs(s):
         return [s.total] + [ir.Name(n) for n, _ in s.terms]
     if isinstance(s, ir.Compartment):
         return [s.volume]
+    if isinstance(s, ir.LinEq):
+        return [s.lhs, s.rhs]
     return []
 
 
@@ -280,7 +282,7 @@ class Sources:
                 # one, or the name itself, where a branch leaves it alone).
                 old = {k: before.get(k, {k}) for k in taken.keys() | other.keys()}
                 self.of = {k: taken.get(k, old[k]) | other.get(k, old[k]) for k in old}
-            # DiffEq, Reaction, Conserve, Solve: in no callable, and an INITIAL
+            # DiffEq, Reaction, Conserve, LinEq, Solve: in no callable, and an INITIAL
             # holding a SOLVE is not walked (`Source.check_initial_reads`).
 
 

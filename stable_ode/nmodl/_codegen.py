@@ -221,6 +221,8 @@ class Emitter:
             if self.equation is None:
                 self.fail("x' =", "a derivative outside a DERIVATIVE block")
             self.equation(self, s, sc)
+        elif isinstance(s, ir.LinEq):
+            self.fail("~", "an equation `~ a = b` inside if/else (not supported)")
         elif isinstance(s, (ir.Reaction, ir.Conserve, ir.Compartment)):
             if self.reaction is None:
                 self.fail("~", "reactions belong in KINETIC blocks")

@@ -159,6 +159,19 @@ def read_mod(path: pathlib.Path) -> ir.Module:
             r.in_kinetic = False
             d["derivatives"][name] = ir.Block(kind, name, body, line)
             d["lines"][name] = line
+        elif t == "LinearBlock":
+            name = b.name.get_node_name()
+            line = r.block_line(rf"\bLINEAR\s+{re.escape(name)}\b")
+            if b.solvefor:
+                r.fail(
+                    line,
+                    "SOLVEFOR",
+                    "SOLVEFOR on a LINEAR block is not supported (its unknowns "
+                    "are the STATEs its equations name)",
+                )
+            body = r.stmts(b.statement_block)
+            d["derivatives"][name] = ir.Block("LINEAR", name, body, line)
+            d["lines"][name] = line
         elif t in ("FunctionBlock", "ProcedureBlock"):
             kind = "FUNCTION" if t == "FunctionBlock" else "PROCEDURE"
             name = b.name.get_node_name()

@@ -88,6 +88,7 @@ _GLOBALS = dict(
     Vars=_runtime.Vars,
     merge_into=_runtime.merge_into,
     solve_assign=_runtime.solve_assign,
+    linear_solve=_runtime.linear_solve,
     select=_runtime.select,
     as_n=_runtime.as_n,
     safe_sqrt=typed(_runtime.safe_sqrt),

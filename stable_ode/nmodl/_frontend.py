@@ -40,7 +40,6 @@ _UNIT_FACTORS |= {
 _UNSUPPORTED = {
     "NetReceiveBlock": ("NET_RECEIVE", "events are not supported in a SUFFIX file"),
     "Verbatim": ("VERBATIM", "C code cannot be translated"),
-    "LinearBlock": ("LINEAR", "LINEAR blocks are not supported"),
     "NonLinearBlock": ("NONLINEAR", "NONLINEAR blocks are not supported"),
     "DiscreteBlock": ("DISCRETE", "DISCRETE blocks are not supported"),
     "FunctionTableBlock": ("FUNCTION_TABLE", "FUNCTION_TABLE is not supported"),
@@ -313,6 +312,10 @@ class _Reader(ArrayReading, KineticReading):
             if _node(prime) != "PrimeName" or int(prime.order.eval()) != 1:
                 self.fail(line, "DERIVATIVE", "only first-order equations x' = ...")
             return ir.DiffEq(state, self.expr(be.rhs), line)
+        if t == "LinEquation":
+            line = self.stmt_line(r"~")  # (NMODL parses these in LINEAR only)
+            self.cursor = line + 1
+            return ir.LinEq(self.expr(e.lhs), self.expr(e.rhs), line)
         if t == "SolveBlock":
             line = self.stmt_line(r"\bSOLVE\b")
             method = e.method.get_node_name() if e.method is not None else None

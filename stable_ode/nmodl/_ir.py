@@ -153,8 +153,27 @@ class Compartment:
     line: int
 
 
+@dataclasses.dataclass(frozen=True)
+class LinEq:
+    """`~ lhs = rhs` in a `LINEAR` block: one equation, affine in the block's
+    unknowns (the `STATE`s its equations name)."""
+
+    lhs: Expr
+    rhs: Expr
+    line: int
+
+
 Stmt = (
-    Assign | CallStmt | DiffEq | Local | If | Solve | Reaction | Conserve | Compartment
+    Assign
+    | CallStmt
+    | DiffEq
+    | Local
+    | If
+    | Solve
+    | Reaction
+    | Conserve
+    | Compartment
+    | LinEq
 )
 
 
@@ -176,7 +195,8 @@ class Callable:
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-    """`INITIAL`, `BREAKPOINT` or a named `DERIVATIVE` or `KINETIC` block."""
+    """`INITIAL`, `BREAKPOINT` or a named `DERIVATIVE`, `KINETIC` or `LINEAR`
+    block."""
 
     kind: str
     name: str

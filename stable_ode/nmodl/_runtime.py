@@ -54,6 +54,32 @@ def solve_assign(m: Vars, assign) -> None:
     m.v = v
 
 
+def linear_solve(residual, m: Vars, names: tuple[str, ...]) -> tuple:
+    """NMODL's `LINEAR` block: the values of the variables `names` of `m` that
+    zero `residual(m)` (a tuple, one equation `lhs - rhs` per name, affine in
+    them), per compartment. `A·x = b` is read off the residual by forward-mode
+    derivatives at `x = 0` (exact for affine equations, as NEURON requires)
+    and solved by LU, batched over compartments."""
+    v = m.v
+    k = len(names)
+
+    def r(xs):
+        t = m.copy()
+        for name, x in zip(names, xs):
+            setattr(t, name, x)
+        return tuple(as_n(e, v) for e in residual(t))
+
+    zero = tuple(jnp.zeros_like(v) for _ in names)
+    r0 = r(zero)
+    columns = []
+    for j in range(k):
+        e = tuple(jnp.ones_like(v) if i == j else jnp.zeros_like(v) for i in range(k))
+        columns.append(jnp.stack(jax.jvp(r, (zero,), (e,))[1], -1))
+    a = jnp.stack(columns, -1)  # (compartments, equation, unknown)
+    x = jnp.linalg.solve(a, -jnp.stack(r0, -1)[..., None])[..., 0]
+    return tuple(x[..., j] for j in range(k))
+
+
 def select(cond, a, b):
     """`a` where `cond`, else `b`: statically when `cond` is a Python bool."""
     if isinstance(cond, (bool, np.bool_)):

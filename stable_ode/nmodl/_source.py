@@ -223,6 +223,13 @@ class Source:
                 "SOLVE",
                 f"{s.block} is not a DERIVATIVE or KINETIC block of this file",
             )
+        if blk.kind == "LINEAR":
+            self.fail(
+                s.line,
+                "SOLVE",
+                f"LINEAR {blk.name} solved in BREAKPOINT (a LINEAR block is "
+                f"supported in INITIAL: SOLVE {blk.name})",
+            )
         if s.method not in METHODS:
             self.fail(
                 s.line,
@@ -249,9 +256,12 @@ class Source:
             else:
                 em.emit(f"deriv_{s.block}_assign(m)")
             return
+        blk = self.module.derivatives.get(s.block)
+        if s.steadystate is None and blk is not None and blk.kind == "LINEAR":
+            self.linear(em, blk, sc)
+            return
         if s.steadystate is None:
             self.fail(s.line, "SOLVE", "SOLVE in INITIAL without STEADYSTATE")
-        blk = self.module.derivatives.get(s.block)
         if blk is None:
             self.fail(
                 s.line,
@@ -276,6 +286,32 @@ class Source:
         em.emit(f"_k = deriv_{s.block}(m)  # steady state")
         for q in eqs:
             em.emit(f"m.{py(q.state)} = _k[{q.state!r}].inf")
+
+    def linear(self, em: Emitter, blk: ir.Block, sc: Scope):
+        """`SOLVE b` of `LINEAR b` in INITIAL: the block's other statements, then
+        its equations solved for its unknowns (the STATEs they name, in
+        declaration order) per compartment (`linear_solve`)."""
+        from ._analysis import names_in
+
+        eqs = [q for q in blk.body if isinstance(q, ir.LinEq)]
+        named = set().union(*(names_in(q.lhs) | names_in(q.rhs) for q in eqs))
+        unknowns = [x for x in self.module.states if x in named]
+        if len(eqs) != len(unknowns):
+            self.fail(
+                blk.line,
+                "LINEAR",
+                f"{blk.name} has {len(eqs)} equations in {len(unknowns)} "
+                f"unknowns ({', '.join(unknowns)}): it needs as many of each",
+            )
+        em.stmts(tuple(q for q in blk.body if not isinstance(q, ir.LinEq)), sc)
+        residuals = ", ".join(
+            f"{em.expr(q.lhs, sc)} - ({em.expr(q.rhs, sc)})" for q in eqs
+        )
+        em.line = blk.line
+        em.emit(f"_r = lambda m: ({residuals},)  # LINEAR {blk.name}")
+        names = ", ".join(repr(py(x)) for x in unknowns)
+        xs = ", ".join(f"m.{py(x)}" for x in unknowns)
+        em.emit(f"{xs}, = linear_solve(_r, m, ({names},))")
 
     def callable(self, c: ir.Callable):
         em = self.emitter()

@@ -51,6 +51,28 @@ CASES = {
         10,
         "printing from a .mod file is not supported",
     ),
+    "linear_counts": (
+        "STATE { a b }\nBREAKPOINT { SOLVE s METHOD cnexp i = g*a*v }\n"
+        "INITIAL { SOLVE lin }\nDERIVATIVE s {\n  a' = -a\n  b' = -b\n}\n"
+        "LINEAR lin {\n  ~ a + b = 1\n}\n",
+        "LINEAR",
+        15,
+        "lin has 1 equations in 2 unknowns (a, b)",
+    ),
+    "linear_in_breakpoint": (
+        "STATE { a }\nBREAKPOINT {\n  SOLVE lin\n  i = g*a*v\n}\n"
+        "LINEAR lin {\n  ~ 2*a = 1\n}\n",
+        "SOLVE",
+        10,
+        "LINEAR lin solved in BREAKPOINT",
+    ),
+    "linear_solvefor": (
+        "STATE { a }\nINITIAL { SOLVE lin }\nBREAKPOINT { i = g*a*v }\n"
+        "LINEAR lin SOLVEFOR a {\n  ~ 2*a = 1\n}\n",
+        "SOLVEFOR",
+        11,
+        "SOLVEFOR on a LINEAR block",
+    ),
     "while": (
         "BREAKPOINT {\n  i = 0\n  while (i < 1) { i = i + 1 }\n}\n",
         "while",
@@ -200,6 +222,37 @@ def test_unsupported_construct(tmp_path, case):
     assert (err.construct, err.line) == (construct, line), str(err)
     assert words in str(err)
     assert str(err).startswith(f"{tmp_path / 'snip.mod'}:{line}: {construct}: ")
+
+
+def test_linear_block_sets_the_initial_states(tmp_path):
+    """`LINEAR` solved in `INITIAL` (dbbs' `Nav1_1` sets its 13-state scheme's
+    equilibrium so): two equations in two states, one through a `LOCAL` and
+    a parameter, per compartment, and differentiable."""
+    import jax
+    import jax.numpy as jnp
+
+    body = (
+        "STATE { a b }\nPARAMETER { k = 3 }\n"
+        "BREAKPOINT { SOLVE s METHOD cnexp i = g*a*v }\n"
+        "INITIAL { SOLVE lin }\nDERIVATIVE s {\n  a' = -a\n  b' = -b\n}\n"
+        "LINEAR lin { LOCAL q\n  q = k*v\n  ~ a*q + b = 1\n  ~ a - 2*b = k\n}\n"
+    )
+    snip = load(tmp_path, body)["snip"]
+    v = jnp.array([-65.0, -20.0])
+
+    def start(k):
+        from nmodl_support import FakeEnv
+
+        s = snip(k=k).init_states(v, FakeEnv(2))
+        return s["a"], s["b"]
+
+    a, b = start(3.0)
+    q = 3.0 * v  # a·q + b = 1, a - 2b = 3
+    want_a = (1 + 1.5) / (q + 0.5)
+    assert jnp.allclose(a, want_a, rtol=1e-13) and jnp.allclose(b, (a - 3) / 2)
+    da = jax.grad(lambda k: start(k)[0][1])(3.0)
+    fd = (start(3.0 + 1e-6)[0][1] - start(3.0 - 1e-6)[0][1]) / 2e-6
+    assert jnp.isfinite(da) and abs(da - fd) < 1e-6 * abs(fd)
 
 
 def test_pointer(tmp_path):
