@@ -14,6 +14,41 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
+# ---------------------------------------------------------------- test order
+# The files whose tests take longest (mostly compilation; from a `--durations`
+# run of the whole suite), longest first. They are collected first, so that
+# `pytest-xdist`, which hands out whole files in collection order
+# (`--dist loadfile --no-loadscope-reorder`), ends the run with short files on
+# every worker rather than one long file on one of them.
+_LONGEST_FIRST = (
+    "adjoint/test_adjoint.py",
+    "adjoint/test_gradient_rejections.py",
+    "repo/test_examples.py",
+    "solvers/test_jit.py",
+    "solvers/test_adaptive.py",
+    "morphology/test_tree.py",
+    "repo/test_benchmarks.py",
+    "test_reference.py",
+    "network/test_network.py",
+    "adjoint/test_adjoint_network.py",
+    "solvers/test_stepping.py",
+    "solvers/test_edges.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: k for k, name in enumerate(_LONGEST_FIRST)}
+
+    def key(item):
+        try:
+            name = _pathlib.Path(item.path).relative_to(_TESTS).as_posix()
+        except ValueError:
+            return len(rank)
+        return rank.get(name, len(rank))
+
+    items.sort(key=key)  # stable: within a file, and for the rest, as collected
+
+
 # ---------------------------------------------------------------- NEURON + .mod
 # One nrnivmodl per test session: every .mod file a NEURON comparison needs,
 # compiled together (NEURON cannot load two libraries that define the same
