@@ -86,6 +86,24 @@ def _ref(seg, var):
     return ref[int(index[:-1])] if index else ref
 
 
+def _compartment(h, name, mechanisms):
+    """One NEURON compartment (L = diam = 20 µm) with `mechanisms` (`(suffix,
+    {parameter: value})`, tables off where the file has them) and the `STEP`
+    `IClamp`: `(section, clamp)`."""
+    sec = h.Section(name=f"nmodl_{name}")
+    sec.L = sec.diam = 20.0
+    sec.nseg = 1
+    for suffix, params in mechanisms:
+        sec.insert(suffix)
+        for k, val in params.items():
+            setattr(sec(0.5), f"{k}_{suffix}", val)
+        if hasattr(h, f"usetable_{suffix}"):
+            setattr(h, f"usetable_{suffix}", 0)
+    ic = h.IClamp(sec(0.5))
+    ic.amp, ic.delay, ic.dur = STEP["amplitude"], STEP["delay"], STEP["duration"]
+    return sec, ic
+
+
 def run_neuron(h, cells, record=None, *, t_stop=30.0, dt=0.025, celsius=6.3):
     """The same compartments in NEURON at `secondorder = 0`: `cells[name]` is a
     list of `(suffix, {parameter: value})`; tables off (`usetable_<suffix> =
@@ -94,22 +112,8 @@ def run_neuron(h, cells, record=None, *, t_stop=30.0, dt=0.025, celsius=6.3):
     try:
         h.load_file("stdrun.hoc")
         for name, mechanisms in cells.items():
-            sec = h.Section(name=f"nmodl_{name}")
+            sec, ic = _compartment(h, name, mechanisms)
             secs.append(sec)
-            sec.L = sec.diam = 20.0
-            sec.nseg = 1
-            for suffix, params in mechanisms:
-                sec.insert(suffix)
-                for k, val in params.items():
-                    setattr(sec(0.5), f"{k}_{suffix}", val)
-                if hasattr(h, f"usetable_{suffix}"):
-                    setattr(h, f"usetable_{suffix}", 0)
-            ic = h.IClamp(sec(0.5))
-            ic.amp, ic.delay, ic.dur = (
-                STEP["amplitude"],
-                STEP["delay"],
-                STEP["duration"],
-            )
             clamps.append(ic)
             vecs[name] = h.Vector()
             vecs[name].record(sec(0.5)._ref_v)
@@ -174,22 +178,8 @@ def spike_times_neuron(h, cells, *, rtol, atol, t_stop=30.0, celsius=6.3):
     try:
         h.load_file("stdrun.hoc")
         for name, mechanisms in cells.items():
-            sec = h.Section(name=f"nmodl_{name}")
+            sec, ic = _compartment(h, name, mechanisms)
             secs.append(sec)
-            sec.L = sec.diam = 20.0
-            sec.nseg = 1
-            for suffix, params in mechanisms:
-                sec.insert(suffix)
-                for k, val in params.items():
-                    setattr(sec(0.5), f"{k}_{suffix}", val)
-                if hasattr(h, f"usetable_{suffix}"):
-                    setattr(h, f"usetable_{suffix}", 0)
-            ic = h.IClamp(sec(0.5))
-            ic.amp, ic.delay, ic.dur = (
-                STEP["amplitude"],
-                STEP["delay"],
-                STEP["duration"],
-            )
             nc = h.NetCon(sec(0.5)._ref_v, None, sec=sec)
             nc.threshold = SPIKE_THRESHOLD
             times[name] = h.Vector()
