@@ -20,6 +20,7 @@ from ._codegen import Emitter, label_of, py, Scope
 from ._errors import NmodlError
 from ._frontend import NEURON_GLOBALS
 from ._kinetic_source import KineticSource, scheme_states, steady_state_code
+from ._linear_source import linear_code
 from ._symbolic import equation_form
 
 
@@ -258,7 +259,7 @@ class Source:
             return
         blk = self.module.derivatives.get(s.block)
         if s.steadystate is None and blk is not None and blk.kind == "LINEAR":
-            self.linear(em, blk, sc)
+            linear_code(self.module, em, blk, sc, self.fail)
             return
         if s.steadystate is None:
             self.fail(s.line, "SOLVE", "SOLVE in INITIAL without STEADYSTATE")
@@ -286,32 +287,6 @@ class Source:
         em.emit(f"_k = deriv_{s.block}(m)  # steady state")
         for q in eqs:
             em.emit(f"m.{py(q.state)} = _k[{q.state!r}].inf")
-
-    def linear(self, em: Emitter, blk: ir.Block, sc: Scope):
-        """`SOLVE b` of `LINEAR b` in INITIAL: the block's other statements, then
-        its equations solved for its unknowns (the STATEs they name, in
-        declaration order) per compartment (`linear_solve`)."""
-        from ._analysis import names_in
-
-        eqs = [q for q in blk.body if isinstance(q, ir.LinEq)]
-        named = set().union(*(names_in(q.lhs) | names_in(q.rhs) for q in eqs))
-        unknowns = [x for x in self.module.states if x in named]
-        if len(eqs) != len(unknowns):
-            self.fail(
-                blk.line,
-                "LINEAR",
-                f"{blk.name} has {len(eqs)} equations in {len(unknowns)} "
-                f"unknowns ({', '.join(unknowns)}): it needs as many of each",
-            )
-        em.stmts(tuple(q for q in blk.body if not isinstance(q, ir.LinEq)), sc)
-        residuals = ", ".join(
-            f"{em.expr(q.lhs, sc)} - ({em.expr(q.rhs, sc)})" for q in eqs
-        )
-        em.line = blk.line
-        em.emit(f"_r = lambda m: ({residuals},)  # LINEAR {blk.name}")
-        names = ", ".join(repr(py(x)) for x in unknowns)
-        xs = ", ".join(f"m.{py(x)}" for x in unknowns)
-        em.emit(f"{xs}, = linear_solve(_r, m, ({names},))")
 
     def callable(self, c: ir.Callable):
         em = self.emitter()

@@ -47,6 +47,25 @@ def per_compartment(mech, n, dtype=jnp.float64):
 STEP = dict(amplitude=0.15, delay=2.0, duration=20.0)
 
 
+def _model(cells, recorded, celsius, dtype):
+    """Per name in `cells`, a compartment (L = diam = 20 µm) with the mechanisms
+    `cells[name]`, a step current (`STEP`) and the recordings
+    `recorded(name, site)`, built into one model."""
+    built, stimuli, recordings = [], [], []
+    for name, mechanisms in cells.items():
+        built.append(
+            so.Cell(
+                name,
+                [so.Section("soma", 20.0, 20.0, 1)],
+                [so.Insert(m) for m in mechanisms],
+            )
+        )
+        site = so.Site(name, "soma", 0.5)
+        stimuli.append(so.StepCurrent(site, **STEP))
+        recordings += recorded(name, site)
+    return so.build(built, stimuli, recordings, celsius=celsius, dtype=dtype)
+
+
 def run_ours(
     cells,
     record=None,
@@ -60,21 +79,14 @@ def run_ours(
     """One model, one simulation: per name in `cells`, a compartment (L = diam
     = 20 µm) with the mechanisms `cells[name]` and a step current (`STEP`).
     Returns `(t, {name: v})` as NumPy arrays (ms, mV)."""
-    built, stimuli, recordings = [], [], []
-    for name, mechanisms in cells.items():
-        built.append(
-            so.Cell(
-                name,
-                [so.Section("soma", 20.0, 20.0, 1)],
-                [so.Insert(m) for m in mechanisms],
-            )
-        )
-        site = so.Site(name, "soma", 0.5)
-        stimuli.append(so.StepCurrent(site, **STEP))
-        recordings.append(so.Recording(name, site))
+
+    def recorded(name, site):
+        out = [so.Recording(name, site)]
         for var in (record or {}).get(name, ()):
-            recordings.append(so.Recording(f"{name}.{var}", site, variable=var))
-    model = so.build(built, stimuli, recordings, celsius=celsius, dtype=dtype)
+            out.append(so.Recording(f"{name}.{var}", site, variable=var))
+        return out
+
+    model = _model(cells, recorded, celsius, dtype)
     sim = so.simulate(model, t_stop, dt, solver=solver)
     return np.asarray(sim.ts), {k: np.asarray(v) for k, v in sim.recordings.items()}
 
@@ -143,19 +155,10 @@ def spike_times_ours(cells, *, rtol, atol, t_stop=30.0, celsius=6.3):
     crossings of `SPIKE_THRESHOLD`, located within the step)."""
     import diffrax as dfx
 
-    built, stimuli, recordings = [], [], []
-    for name, mechanisms in cells.items():
-        built.append(
-            so.Cell(
-                name,
-                [so.Section("soma", 20.0, 20.0, 1)],
-                [so.Insert(m) for m in mechanisms],
-            )
-        )
-        site = so.Site(name, "soma", 0.5)
-        stimuli.append(so.StepCurrent(site, **STEP))
-        recordings.append(so.SpikeRecording(name, site, SPIKE_THRESHOLD, 16))
-    model = so.build(built, stimuli, recordings, celsius=celsius)
+    def recorded(name, site):
+        return [so.SpikeRecording(name, site, SPIKE_THRESHOLD, 16)]
+
+    model = _model(cells, recorded, celsius, jnp.float64)
     sim = so.simulate(
         model,
         t_stop,
