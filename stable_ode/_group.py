@@ -23,7 +23,8 @@ import abc
 from typing import ClassVar
 
 import equinox as eqx
-from jaxtyping import Array, Float, Int
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
 
 from .mechanisms import AbstractKinetics, AbstractMechanism, Environment, IonView
 
@@ -53,6 +54,30 @@ class AbstractStateGroup(eqx.Module):
     @abc.abstractmethod
     def environment(self, model) -> Environment:
         """The `Environment` of this group's mechanism in `model`."""
+
+    def edges(self, dtype) -> Float[Array, " nedge"]:
+        """Times (ms, in `dtype`) at which this group's current jumps at a time
+        known before the run (a voltage clamp's level changes): fixed
+        `CrankNicolson` steps treat them as stimulus edges (damped start-up
+        steps). Default: none."""
+        return jnp.zeros((0,), dtype)
+
+    def stiff(self, states: dict[str, Array]) -> Bool[Array, ""]:
+        """Whether, with `states` (those of a step, after the events' hooks),
+        this group adds a conductance so large that its compartments' modes
+        are stiff at any practical step (a voltage clamp that is on: its
+        series resistance gives `τ = rs·C` of about a microsecond).
+        `CrankNicolson` takes L-stable steps then. Default: `False`."""
+        del states
+        return jnp.asarray(False)
+
+    def sample_inputs(self, t, states: dict[str, Array]) -> dict[str, Array]:
+        """`states` with the inputs this group reads from the clock alone (a
+        voltage clamp's level) set to their values at time `t` (ms), for a
+        part of a step that `CrankNicolson` splits at an edge. Default:
+        `states`."""
+        del t
+        return states
 
     @abc.abstractmethod
     def kinetics(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Bool, Float
 
 from ._group import AbstractStateGroup, MechanismGroup
 from ._ion_table import (
@@ -199,6 +199,26 @@ class MembraneModel(eqx.Module):
         if point is not None:
             i = i + 1e-6 * point / self.area
         return i
+
+    def edges(self) -> Float[Array, " nedge"]:
+        """Times (ms) at which an input jumps: the start and end of every
+        stimulus step and trace (`Stimuli.edges`) and the groups' `edges` (a
+        voltage clamp's level changes). Unsorted."""
+        dtype = self.area.dtype
+        parts = [self.stimuli.edges().astype(dtype)]
+        parts += [g.edges(dtype) for g in self.groups]
+        return jnp.concatenate(parts)
+
+    def stiff(self, states) -> Bool[Array, ""]:
+        """Whether any group is stiff (`AbstractStateGroup.stiff`) with the
+        group states `states` (`State.groups`)."""
+        flags = [g.stiff(x) for g, x in zip(self.groups, states)]
+        return jnp.any(jnp.stack([jnp.asarray(False), *flags]))
+
+    def sample_inputs(self, t, states) -> tuple[dict[str, Array], ...]:
+        """The group states `states` with every group's clock-driven inputs
+        at time `t` (ms; `AbstractStateGroup.sample_inputs`)."""
+        return group_states(g.sample_inputs(t, x) for g, x in zip(self.groups, states))
 
     def stimulus_density(self, t) -> Float[Array, " ncomp"]:
         """Injected current density at time `t`, mA/cm² (1 nA = 1e-6 mA)."""

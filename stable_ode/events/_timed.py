@@ -105,3 +105,13 @@ class SEClampGroup(AbstractPointProcessGroup):
     def jump_times(self, dtype):
         d = self.dur.astype(dtype)
         return jnp.concatenate([d[0], d[0] + d[1], d[0] + d[1] + d[2]])
+
+    def edges(self, dtype):
+        return jax.lax.stop_gradient(self.jump_times(dtype))
+
+    def stiff(self, states):
+        return jnp.any(states["on"] > 0)
+
+    def sample_inputs(self, t, states):
+        vc, on = self.level(t)
+        return {**states, "vc": vc, "on": on}
