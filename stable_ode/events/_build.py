@@ -140,14 +140,6 @@ def build_events(
                 "NetCon events (targets: ExpSyn, Exp2Syn)",
             )
         if isinstance(source, Site):
-            if _imported(pps[k]):
-                raise InvalidArgument(
-                    "build",
-                    f"netcons[{j}].source",
-                    f"a cell-voltage source cannot target {names[k]!r}, a point "
-                    "process imported from an NMODL file, yet (give spike times "
-                    "or a NetStim, or target an ExpSyn/Exp2Syn)",
-                )
             cell_netcons.append((j, type(pps[k]), entry_of[k], nc))
             continue
         t = spike_times_of(source)
@@ -232,7 +224,7 @@ def build_events(
             )
         names_k = tuple(names[k] for k in ks)
         group = kind.make_point_process_group(
-            [pps[k] for k in ks], index, arr, names_k, dtype
+            [pps[k] for k in ks], index, arr, names_k, dtype, cell_arrivals.get(kind)
         )
         for j, k in enumerate(ks):
             where_of[k] = (len(groups), j)

@@ -32,7 +32,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .._stimulus import Site
-from ..events._arrivals import Arrivals
+from ..events._arrivals import Arrivals, CellArrivals
 from ..events._groups import AbstractArrivalGroup, Held
 from . import _ir as ir, _runtime
 from ._analysis import effects, names_in, StateDependence, walk
@@ -167,6 +167,9 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         out["t_delivered"] = jnp.full_like(vi, _T_NONE)
         return out
 
+    def cell_arrivals(self):
+        return self.cell
+
     def jump(self, entry, w, age):
         params = {f: x[entry] for f, x in self.params.items()}
         z = jnp.zeros_like(w)
@@ -211,6 +214,7 @@ def make_point_class(module, fields, ns, derivs, info):
                 "params": dict[str, Float[Array, " n"]],
                 "index": Int[Array, " n"],
                 "arrivals": Arrivals | None,
+                "cell": CellArrivals | None,
                 "names": tuple[str, ...],
                 "kind": str,
             },
@@ -223,12 +227,14 @@ def make_point_class(module, fields, ns, derivs, info):
     )
     _check_decay(module, spec, group_cls)
 
-    def make_point_process_group(cls, pps, index, arrivals, names, dtype):
+    def make_point_process_group(cls, pps, index, arrivals, names, dtype, cell=None):
         params = {
             f: jnp.asarray(np.asarray([float(getattr(p, f)) for p in pps]), dtype)
             for f in fields
         }
-        return group_cls(params=params, index=index, arrivals=arrivals, names=names)
+        return group_cls(
+            params=params, index=index, arrivals=arrivals, cell=cell, names=names
+        )
 
     def __check_init__(self):
         if not isinstance(self.site, Site):
@@ -267,7 +273,11 @@ def _check_decay(module, spec, group_cls):
     fields = spec.fields
     params = {f: jnp.full((1,), module.parameters[p]) for f, p in fields.items()}
     g = group_cls(
-        params=params, index=jnp.zeros(1, jnp.int32), arrivals=None, names=("x",)
+        params=params,
+        index=jnp.zeros(1, jnp.int32),
+        arrivals=None,
+        cell=None,
+        names=("x",),
     )
     rates = []
     for v in (-65.0, 20.0):
