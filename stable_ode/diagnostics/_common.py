@@ -11,6 +11,7 @@ import numpy as np
 from .._model import MembraneModel, State
 from .._solver._voltage import AbstractVoltageSolver
 from .._term import MembraneTerm
+from ..events._stepping import EventSteps
 from ._probes import ProbedLinearSolver, ProbedMechanism, ProbedSynapse
 
 
@@ -99,16 +100,24 @@ def _probed(model: MembraneModel, solver, record):
         for i, group in enumerate(model.synapses)
     )
     pmodel = dataclasses.replace(model, mechanisms=groups, synapses=synapses)
-    psolver = solver
+    return pmodel, _probed_solver(model, solver, record)
+
+
+def _probed_solver(model: MembraneModel, solver, record):
+    """`solver` with its linear solver probed (inside the events' wrapper)."""
+    if isinstance(solver, EventSteps):
+        return dataclasses.replace(
+            solver, solver=_probed_solver(model, solver.solver, record)
+        )
     if isinstance(solver, AbstractVoltageSolver):
-        psolver = dataclasses.replace(
+        return dataclasses.replace(
             solver,
             linear_solver=ProbedLinearSolver(
                 inner=solver.linear_solver or model.coupling.default_solver(),
                 record=record,
             ),
         )
-    return pmodel, psolver
+    return solver
 
 
 def _step(solver, model, t0, t1, y, ss):

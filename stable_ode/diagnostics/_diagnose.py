@@ -23,6 +23,7 @@ from .._model import MembraneModel, State
 from .._solver import BackwardEuler
 from .._stepping import AbstractStepping, FixedSteps
 from .._term import MembraneTerm
+from ..events._stepping import fixed_span, with_events
 from ._backward import _backward
 from ._common import _first_bad_state, _search
 from ._forward import _check_parameters, _explain_initial, _explain_step
@@ -96,6 +97,8 @@ def diagnose(
     y_init = model.init_state() if y0 is None else y0
     if _first_bad_state(model, y_init, thr) is not None:
         return dataclasses.replace(_explain_initial(model, y_init, thr), n_steps=0)
+    # point processes: their hooks around each step, as `simulate` steps
+    solver = with_events(solver, model, fixed_span(stepping.dt))
     ss0 = solver.init(MembraneTerm(model), ts[0], ts[1], y_init, None)
     k, y, ss, bad = _search(
         solver, model, ts, y_init, ss0, jnp.asarray(thr, model.dtype)

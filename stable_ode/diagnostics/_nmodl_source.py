@@ -107,9 +107,9 @@ def first_bad_statement(mech, call, j: int, n: int) -> ModLine | None:
 
 def state_line(model, label: str) -> ModLine | None:
     """The `.mod` line of the equation of state `label` (`"<name>.<state>"`)
-    if it belongs to an imported mechanism, else `None`."""
-    for group in model.mechanisms:
-        mech = group.mechanism
+    if it belongs to an imported mechanism or point process, else `None`."""
+    for group in model.groups:
+        mech = getattr(group, "mechanism", group)  # point processes: the group
         mech = getattr(mech, "inner", mech)
         info = nmodl_info(mech)
         if info is None or not label.startswith(f"{group.label}."):

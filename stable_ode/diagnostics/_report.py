@@ -36,6 +36,7 @@ class Stage(enum.StrEnum):
     SYNAPSE_CURRENT = "synapse current"
     VOLTAGE_UPDATE = "voltage update"
     STATE_UPDATE = "state update"
+    EVENT_DELIVERY = "event delivery"
     LOSS = "loss"
     BACKWARD_STEP = "backward step"
     DERIVATIVE_OF_KINETICS = "derivative of kinetics"

@@ -85,9 +85,11 @@ class EventSteps(AbstractWrappedSolver):
     def init(self, terms, t0, t1, y0, args):
         return self.solver.init(terms, t0, t1, y0, args), jnp.asarray(t0)
 
-    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        inner, t_start = solver_state
-        model = membrane_term(terms).model
+    def before(self, model, t0, t1, y0: State, solver_state) -> State:
+        """`y0` as the step from `t0` to `t1` starts from: the point
+        processes' `before_step` states, with the arrivals from threshold
+        sources delivered."""
+        _, t_start = solver_state
         span = self.span
         ring0 = _spikes(model, y0)
 
@@ -103,7 +105,13 @@ class EventSteps(AbstractWrappedSolver):
                 parts.append((t0, t1, t1, False, g.in_step_jump(t1 - t0)))
             return cell.deliver(y, ring0, parts)
 
-        y0 = _hook(model, y0, before)
+        return _hook(model, y0, before)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        inner, t_start = solver_state
+        model = membrane_term(terms).model
+        span = self.span
+        y0 = self.before(model, t0, t1, y0, solver_state)
         y1, y_error, dense, inner, result = self.solver.step(
             terms, t0, t1, y0, args, inner, made_jump
         )

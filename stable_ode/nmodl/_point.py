@@ -222,6 +222,7 @@ def make_point_class(module, fields, ns, derivs, info):
             "kind": eqx.field(static=True, default=name),
             "recordable": tuple(module.states),
             "spec": spec,
+            "nmodl": info,
             "__module__": "stable_ode.nmodl.generated",
         },
     )
