@@ -123,6 +123,9 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
     the step, of the arrivals strictly inside it (`average`), which its
     current adds to the voltage's step (so a fixed step sees an arrival from
     its time on, and the forward pass is continuous in the arrival time)."""
+    in_step_states: ClassVar[tuple[str, ...]] = ("x",)
+    """The states that hold, during a step, the arrivals strictly inside it
+    (zeroed before and after each step): `x` for the built-in synapses."""
 
     @abc.abstractmethod
     def jump(self, entry, w, age) -> dict[str, Array]:
@@ -177,7 +180,7 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         )
         out["t_delivered"] = jnp.full_like(states["t_delivered"], t0)
         if self.in_step:
-            out["x"] = jnp.zeros_like(out["x"])
+            out |= {k: jnp.zeros_like(out[k]) for k in self.in_step_states}
             onset = self.onset_jump(t1 - t0)
             out = _deliver(self.arrivals, out, t_done, t0, t0, span, True, onset)
             jump = self.in_step_jump(t1 - t0)
@@ -194,7 +197,7 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
             states["t_delivered"], jnp.nextafter(t1, -jnp.inf)
         )
         if self.in_step:  # in the states now
-            out["x"] = jnp.zeros_like(out["x"])
+            out |= {k: jnp.zeros_like(out[k]) for k in self.in_step_states}
         return self.with_current(v1, out)
 
     def with_current(self, v, states):

@@ -15,7 +15,9 @@ vectorised group (`AbstractNmodlPointGroup`, an
   read `weight` and the parameters, not the states) to state `x` at the
   event's arrival. As for the built-in synapses, an arrival inside a step is
   decayed exactly to the step's end, which needs each such state to relax at
-  a rate that depends on the parameters only (checked at import);
+  a rate that depends on the parameters only (checked at import), and
+  during the step the current sees its mean over the step (the state
+  `in_step:x`, as the built-ins' `x`);
 - values `INITIAL` computes from the parameters (exp2syn.mod's `factor`, its
   bounded `tau1`) are recomputed from the parameters wherever the other
   blocks read them.
@@ -148,9 +150,13 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         for d in self.spec.derivs:
             out |= d(m)
         out["t_delivered"] = Held()
-        return out
+        return out | {k: Held() for k in self.in_step_states}
 
     def current(self, model, v, states):
+        # the arrivals inside the step, as their mean over it (`average`)
+        states = states | {
+            s: states[s] + states[in_step_key(s)] for s in self.spec.targets
+        }
         m = self._model_vars(model, v, states)
         self.spec.ns["breakpoint"](m)
         vi = v[self.index]
@@ -165,15 +171,44 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         vi = v[self.index]
         out = {s: _runtime.as_n(getattr(m, py(s)), vi) for s in sp.module.states}
         out["t_delivered"] = jnp.full_like(vi, _T_NONE)
-        return out
+        return out | {k: jnp.zeros_like(vi) for k in self.in_step_states}
 
     def cell_arrivals(self):
         return self.cell
 
-    def jump(self, entry, w, age):
+    def _increments(self, entry, w):
+        """NET_RECEIVE's increment of each target state at arrivals at
+        instances `entry` with weights `w`, and each target's decay rate
+        (/ms)."""
         params = {f: x[entry] for f, x in self.params.items()}
-        z = jnp.zeros_like(w)
-        return self.spec.increments(self, params, z, w, age)
+        return self.spec.increments(self, params, jnp.zeros_like(w), w)
+
+    def jump(self, entry, w, age):
+        inc, rate = self._increments(entry, w)
+        return {s: inc[s] * jnp.exp(-rate[s] * age) for s in inc}
+
+    def average(self, entry, w, age, dt):
+        """Each target's increment decayed from its arrival `age` ms before
+        the step's end, averaged over the step of `dt` ms."""
+        inc, rate = self._increments(entry, w)
+        out = {}
+        for s in inc:
+            z = rate[s] * age
+            small = jnp.abs(z) < 1e-6
+            zs = jnp.where(small, 1.0, z)
+            mean = jnp.where(small, 1 - 0.5 * z, -jnp.expm1(-zs) / zs)  # (1-e^-z)/z
+            out[in_step_key(s)] = inc[s] * mean * age / dt
+        return out
+
+    def in_step_jump(self, dt):
+        return lambda entry, w, age: self.average(entry, w, age, dt)
+
+    def onset_jump(self, dt):
+        def jump(entry, w, age):
+            inc, _ = self._increments(entry, w)
+            return {in_step_key(s): inc[s] * age / dt for s in inc}
+
+        return jump
 
 
 class _PointSpec:
@@ -184,20 +219,24 @@ class _PointSpec:
         self.module, self.fields, self.ns = module, fields, ns
         self.derivs, self.derived, self.targets = derivs, derived, targets
 
-    def increments(self, group, params, v, w, age):
-        """NET_RECEIVE's increments at each arrival, decayed over `age` ms at
-        each target's rate."""
+    def increments(self, group, params, v, w):
+        """NET_RECEIVE's increment of each target at each arrival (from states
+        at zero), and each target's decay rate (/ms): `(inc, rate)`."""
         m = group._vars(params, v, {}, None)
         kin = {}
         for d in self.derivs:
             kin |= d(m.copy())
         m0 = m.copy()
         self.ns["pr_NET_RECEIVE"](m0, w)
-        out = {}
-        for s in self.targets:
-            inc = _runtime.as_n(getattr(m0, py(s)), w)
-            out[s] = inc * jnp.exp(-kin[s].rate * age)
-        return out
+        inc = {s: _runtime.as_n(getattr(m0, py(s)), w) for s in self.targets}
+        rate = {s: _runtime.as_n(kin[s].rate, w) for s in self.targets}
+        return inc, rate
+
+
+def in_step_key(state: str) -> str:
+    """The state that holds, during a step, the mean over it of the arrivals
+    inside it into NET_RECEIVE target `state` (not an NMODL name)."""
+    return f"in_step:{state}"
 
 
 def make_point_class(module, fields, ns, derivs, info):
@@ -222,6 +261,8 @@ def make_point_class(module, fields, ns, derivs, info):
             "kind": eqx.field(static=True, default=name),
             "recordable": tuple(module.states),
             "spec": spec,
+            "in_step": bool(targets),
+            "in_step_states": tuple(in_step_key(s) for s in targets),
             "nmodl": info,
             "__module__": "stable_ode.nmodl.generated",
         },
