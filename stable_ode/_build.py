@@ -249,7 +249,7 @@ def build(
     point_recs = [r for r in recordings if isinstance(r, EVENT_RECORDINGS)]
     recordings = [r for r in recordings if not isinstance(r, EVENT_RECORDINGS)]
     pp_groups, iclamps, point_recs = build_events(
-        point_processes, netcons, point_recs, index_of, dtype
+        point_processes, netcons, point_recs, index_of, dtype, celsius
     )
     stimuli = list(stimuli) + iclamps
     # --- end events ---

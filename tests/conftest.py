@@ -93,6 +93,7 @@ DBBS_COMPILED = (
     "Cav3_1__0",
     "Kca3_1__0",
     "Nav1_1__0",
+    "GABA__biexp",
 )
 
 

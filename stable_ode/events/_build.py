@@ -72,6 +72,7 @@ def build_events(
     recordings: Sequence,
     index_of,
     dtype,
+    celsius: float = 6.3,
 ):
     """`(groups, step_currents, recordings)`: the point-process groups (in a
     fixed kind order, then the threshold sources), the IClamps as
@@ -224,7 +225,13 @@ def build_events(
             )
         names_k = tuple(names[k] for k in ks)
         group = kind.make_point_process_group(
-            [pps[k] for k in ks], index, arr, names_k, dtype, cell_arrivals.get(kind)
+            [pps[k] for k in ks],
+            index,
+            arr,
+            names_k,
+            dtype,
+            cell=cell_arrivals.get(kind),
+            celsius=celsius,
         )
         for j, k in enumerate(ks):
             where_of[k] = (len(groups), j)

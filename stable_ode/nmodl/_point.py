@@ -12,10 +12,12 @@ vectorised group (`AbstractNmodlPointGroup`, an
   the current (`NONSPECIFIC_CURRENT`, nA, outward) from `BREAKPOINT`, with the
   voltage of the compartment that holds each instance;
 - `NET_RECEIVE(weight)`: each statement `x = x + expr` adds `expr` (which may
-  read `weight` and the parameters, not the states) to state `x` at the
-  event's arrival. As for the built-in synapses, an arrival inside a step is
+  read `weight` and the parameters, not the states) to state `x`, or to an
+  `ASSIGNED` counter `x` that no other block assigns, at the event's
+  arrival. As for the built-in synapses, an arrival inside a step is
   decayed exactly to the step's end, which needs each such state to relax at
-  a rate that depends on the parameters only (checked at import), and
+  a rate that depends on the parameters and `celsius` only (checked at
+  import; the group keeps the model's `celsius`), and
   during the step the current sees its mean over the step (the state
   `in_step:x`, as the built-ins' `x`);
 - values `INITIAL` computes from the parameters (exp2syn.mod's `factor`, its
@@ -25,7 +27,7 @@ vectorised group (`AbstractNmodlPointGroup`, an
 Not supported (one `NmodlError` each): `net_send` and other event functions,
 `NET_RECEIVE` with more than one argument, statements other than `x = x +
 expr` in it, `USEION` in a point process, a `NET_RECEIVE` target whose decay
-rate depends on `v`, `celsius` or a state.
+rate depends on `v` or a state.
 """
 
 import equinox as eqx
@@ -81,12 +83,14 @@ def derived_names(module: ir.Module) -> set[str]:
 
 
 def receive_increments(module: ir.Module) -> dict[str, int]:
-    """NET_RECEIVE's targets: state → line of its `x = x + expr`."""
+    """NET_RECEIVE's targets: state (or `ASSIGNED` counter) → line of its
+    `x = x + expr`."""
     nr = module.net_receive
     states = set(module.states)
+    counters = set(module.assigned) - _assigned_outside_receive(module)
     out = {}
     for s in nr.body:
-        ok = isinstance(s, ir.Assign) and s.target in states
+        ok = isinstance(s, ir.Assign) and s.target in states | counters
         if ok:
             v = s.value
             ok = isinstance(v, ir.BinOp) and v.op == "+"
@@ -100,8 +104,9 @@ def receive_increments(module: ir.Module) -> dict[str, int]:
                 module.path,
                 line,
                 "NET_RECEIVE",
-                "only statements `x = x + expr` adding to a state (expr "
-                "reading the weight and parameters, not states) are supported",
+                "only statements `x = x + expr` adding to a state, or to an "
+                "ASSIGNED that no other block assigns (expr reading the weight "
+                "and parameters, not states) are supported",
             )
         out[s.target] = s.line
     if module.ions:
@@ -114,11 +119,33 @@ def receive_increments(module: ir.Module) -> dict[str, int]:
     return out
 
 
+def _assigned_outside_receive(module: ir.Module) -> set[str]:
+    """The names that BREAKPOINT or the DERIVATIVE/KINETIC blocks assign
+    (directly or through the procedures they call)."""
+    fx = effects(module)
+    out = set()
+    for blk in [module.breakpoint, *module.derivatives.values()]:
+        for s in walk(blk.body) if blk is not None else ():
+            if isinstance(s, ir.Assign):
+                out.add(s.target)
+            elif isinstance(s, ir.CallStmt) and s.fn in fx:
+                out |= fx[s.fn][1]
+    return out
+
+
+def counters(module: ir.Module, targets) -> tuple[str, ...]:
+    """The `ASSIGNED`s NET_RECEIVE adds to (`total = total + weight`): held
+    per instance as states that jump at each event and do not move between
+    events."""
+    return tuple(s for s in targets if s in module.assigned)
+
+
 class AbstractNmodlPointGroup(AbstractArrivalGroup):
     """The instances of one imported point process, vectorised: `params` by
     field name (one value per instance), at compartments `index`."""
 
     params: eqx.AbstractVar[dict[str, Float[Array, " n"]]]
+    celsius: eqx.AbstractVar[Float[Array, ""]]  # the model's, °C
     spec: eqx.AbstractClassVar[object]  # the class's `_PointSpec`
 
     def _vars(self, params, v, states, celsius, geometry=None):
@@ -126,7 +153,8 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         values = {p: params[f] for f, p in sp.fields.items()}
         values |= {a: 0.0 for a in sp.module.assigned}
         values |= {s: jnp.zeros_like(v) for s in sp.module.states}
-        values |= {k: x for k, x in states.items() if k in sp.module.states}
+        held = set(sp.module.states) | set(sp.counters)
+        values |= {k: x for k, x in states.items() if k in held}
         values |= dict(v=v, celsius=celsius, diam=None, area=None)
         if geometry is not None:
             values |= geometry
@@ -150,7 +178,7 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         for d in self.spec.derivs:
             out |= d(m)
         out["t_delivered"] = Held()
-        return out | {k: Held() for k in self.in_step_states}
+        return out | {k: Held() for k in (*self.in_step_states, *self.spec.counters)}
 
     def current(self, model, v, states):
         # the arrivals inside the step, as their mean over it (`average`)
@@ -169,7 +197,8 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         m = self._model_vars(model, v, start)
         sp.ns["initial"](m)
         vi = v[self.index]
-        out = {s: _runtime.as_n(getattr(m, py(s)), vi) for s in sp.module.states}
+        held = (*sp.module.states, *sp.counters)
+        out = {s: _runtime.as_n(getattr(m, py(s)), vi) for s in held}
         out["t_delivered"] = jnp.full_like(vi, _T_NONE)
         return out | {k: jnp.zeros_like(vi) for k in self.in_step_states}
 
@@ -181,7 +210,7 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         instances `entry` with weights `w`, and each target's decay rate
         (/ms)."""
         params = {f: x[entry] for f, x in self.params.items()}
-        return self.spec.increments(self, params, jnp.zeros_like(w), w)
+        return self.spec.increments(self, params, jnp.zeros_like(w), w, self.celsius)
 
     def jump(self, entry, w, age):
         inc, rate = self._increments(entry, w)
@@ -218,18 +247,23 @@ class _PointSpec:
     def __init__(self, module, fields, ns, derivs, derived, targets):
         self.module, self.fields, self.ns = module, fields, ns
         self.derivs, self.derived, self.targets = derivs, derived, targets
+        self.counters = counters(module, targets)
 
-    def increments(self, group, params, v, w):
+    def increments(self, group, params, v, w, celsius):
         """NET_RECEIVE's increment of each target at each arrival (from states
-        at zero), and each target's decay rate (/ms): `(inc, rate)`."""
-        m = group._vars(params, v, {}, None)
+        at zero), and each target's decay rate (/ms; 0 for a counter):
+        `(inc, rate)`."""
+        m = group._vars(params, v, {}, celsius)
         kin = {}
         for d in self.derivs:
             kin |= d(m.copy())
         m0 = m.copy()
         self.ns["pr_NET_RECEIVE"](m0, w)
         inc = {s: _runtime.as_n(getattr(m0, py(s)), w) for s in self.targets}
-        rate = {s: _runtime.as_n(kin[s].rate, w) for s in self.targets}
+        rate = {
+            s: _runtime.as_n(0.0 if s in self.counters else kin[s].rate, w)
+            for s in self.targets
+        }
         return inc, rate
 
 
@@ -254,12 +288,13 @@ def make_point_class(module, fields, ns, derivs, info):
                 "index": Int[Array, " n"],
                 "arrivals": Arrivals | None,
                 "cell": CellArrivals | None,
+                "celsius": Float[Array, ""],
                 "names": tuple[str, ...],
                 "kind": str,
             },
             "names": eqx.field(static=True),
             "kind": eqx.field(static=True, default=name),
-            "recordable": tuple(module.states),
+            "recordable": (*module.states, *spec.counters),
             "spec": spec,
             "in_step": bool(targets),
             "in_step_states": tuple(in_step_key(s) for s in targets),
@@ -269,13 +304,20 @@ def make_point_class(module, fields, ns, derivs, info):
     )
     _check_decay(module, spec, group_cls)
 
-    def make_point_process_group(cls, pps, index, arrivals, names, dtype, cell=None):
+    def make_point_process_group(
+        cls, pps, index, arrivals, names, dtype, cell=None, celsius=6.3
+    ):
         params = {
             f: jnp.asarray(np.asarray([float(getattr(p, f)) for p in pps]), dtype)
             for f in fields
         }
         return group_cls(
-            params=params, index=index, arrivals=arrivals, cell=cell, names=names
+            params=params,
+            index=index,
+            arrivals=arrivals,
+            cell=cell,
+            celsius=jnp.asarray(celsius, dtype),
+            names=names,
         )
 
     def __check_init__(self):
@@ -319,27 +361,27 @@ def _check_decay(module, spec, group_cls):
         index=jnp.zeros(1, jnp.int32),
         arrivals=None,
         cell=None,
+        celsius=jnp.asarray(6.3),
         names=("x",),
     )
-    rates = []
-    for v in (-65.0, 20.0):
-        try:
-            m = g._vars(params, jnp.full((1,), v), {}, None)
+    for celsius in (6.3, 37.0):  # constant during a run: may set the rate
+        rates = []
+        for v in (-65.0, 20.0):
+            m = g._vars(params, jnp.full((1,), v), {}, jnp.asarray(celsius))
             kin = {}
             for d in spec.derivs:
                 kin |= d(m)
-            rates.append({s: getattr(kin[s], "rate", None) for s in spec.targets})
-        except TypeError:  # it read celsius (None here)
-            rates.append(None)
-    for s, line in spec.targets.items():
-        r0 = rates[0] and rates[0][s]
-        r1 = rates[1] and rates[1][s]
-        if r0 is None or r1 is None or not np.allclose(r0, r1, rtol=0, atol=0):
-            raise NmodlError(
-                module.path,
-                line,
-                "NET_RECEIVE",
-                f"state {s}, which NET_RECEIVE adds to, must relax at a rate set "
-                "by the parameters alone (not v, celsius or the states) to "
-                "deliver events exactly; not supported yet",
-            )
+            rates.append({s: getattr(kin.get(s), "rate", None) for s in spec.targets})
+        for s, line in spec.targets.items():
+            if s in spec.counters:
+                continue
+            r0, r1 = rates[0][s], rates[1][s]
+            if r0 is None or r1 is None or not np.allclose(r0, r1, rtol=0, atol=0):
+                raise NmodlError(
+                    module.path,
+                    line,
+                    "NET_RECEIVE",
+                    f"state {s}, which NET_RECEIVE adds to, must relax at a rate "
+                    "set by the parameters and celsius alone (not v or the "
+                    "states) to deliver events exactly; not supported yet",
+                )

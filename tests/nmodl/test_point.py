@@ -137,7 +137,7 @@ def test_voltage_dependent_decay_is_an_error(tmp_path):
         NET.replace("g' = -g/tau", "g' = -g*exp(v/10)/tau")
         + "NET_RECEIVE(w) {\n  g = g + w\n}\n"
     )
-    with pytest.raises(NmodlError, match="relax at a rate set by the parameters"):
+    with pytest.raises(NmodlError, match="rate set by the parameters and celsius"):
         load_nmodl(path)
 
 
