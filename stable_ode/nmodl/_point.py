@@ -39,7 +39,7 @@ from .._stimulus import Site
 from ..events._arrivals import Arrivals, CellArrivals
 from ..events._groups import AbstractArrivalGroup, Held
 from . import _ir as ir, _runtime
-from ._analysis import effects, names_in, StateDependence, walk
+from ._analysis import _exprs, calls_in, effects, names_in, StateDependence, walk
 from ._codegen import py
 from ._errors import NmodlError
 
@@ -133,6 +133,36 @@ def _assigned_outside_receive(module: ir.Module) -> set[str]:
     return out
 
 
+def breakpoint_values(module: ir.Module, held) -> tuple[str, ...]:
+    """The `ASSIGNED`s that BREAKPOINT computes (`i`, `g`) and a recording
+    may name (RANGE variables and the currents, not `held` ones), unless
+    BREAKPOINT reads the geometry (`diam`, `area`)."""
+    bp = module.breakpoint
+    if bp is None:
+        return ()
+    body = list(walk(bp.body))
+    fx = effects(module)
+    reads = set()
+    for q in body:
+        for e in _exprs(q):
+            reads |= names_in(e)
+            for fn in calls_in(e) & set(fx):
+                reads |= fx[fn][0]
+        if isinstance(q, ir.CallStmt) and q.fn in fx:
+            reads |= fx[q.fn][0]
+    if {"diam", "area"} & reads:
+        return ()
+    out = set()
+    for q in body:
+        if isinstance(q, ir.Assign):
+            out.add(q.target)
+        elif isinstance(q, ir.CallStmt) and q.fn in fx:
+            out |= fx[q.fn][1]
+    visible = set(module.range_names) | set(module.nonspecific)
+    keep = (out & set(module.assigned) & visible) - set(held)
+    return tuple(sorted(keep))
+
+
 def counters(module: ir.Module, targets) -> tuple[str, ...]:
     """The `ASSIGNED`s NET_RECEIVE adds to (`total = total + weight`): held
     per instance as states that jump at each event and do not move between
@@ -178,7 +208,8 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         for d in self.spec.derivs:
             out |= d(m)
         out["t_delivered"] = Held()
-        return out | {k: Held() for k in (*self.in_step_states, *self.spec.counters)}
+        held = (*self.in_step_states, *self.spec.counters, *self.spec.recorded)
+        return out | {k: Held() for k in held}
 
     def current(self, model, v, states):
         # the arrivals inside the step, as their mean over it (`average`)
@@ -200,10 +231,24 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         held = (*sp.module.states, *sp.counters)
         out = {s: _runtime.as_n(getattr(m, py(s)), vi) for s in held}
         out["t_delivered"] = jnp.full_like(vi, _T_NONE)
-        return out | {k: jnp.zeros_like(vi) for k in self.in_step_states}
+        out |= {k: jnp.zeros_like(vi) for k in self.in_step_states}
+        out |= {k: jnp.zeros_like(vi) for k in sp.recorded}
+        return self.with_current(v, out)
 
     def cell_arrivals(self):
         return self.cell
+
+    def with_current(self, v, states):
+        """`states` with the BREAKPOINT values a recording may name
+        (`spec.recorded`) at voltages `v` (mV, all compartments): at the
+        step's end, as the built-in synapses' `i`."""
+        names = self.spec.recorded
+        if not names:
+            return states
+        vi = v[self.index]
+        m = self._vars(self.params, vi, states, self.celsius)
+        self.spec.ns["breakpoint"](m)
+        return states | {x: _runtime.as_n(getattr(m, py(x)), vi) for x in names}
 
     def _increments(self, entry, w):
         """NET_RECEIVE's increment of each target state at arrivals at
@@ -248,6 +293,7 @@ class _PointSpec:
         self.module, self.fields, self.ns = module, fields, ns
         self.derivs, self.derived, self.targets = derivs, derived, targets
         self.counters = counters(module, targets)
+        self.recorded = breakpoint_values(module, self.counters)
 
     def increments(self, group, params, v, w, celsius):
         """NET_RECEIVE's increment of each target at each arrival (from states
@@ -294,7 +340,7 @@ def make_point_class(module, fields, ns, derivs, info):
             },
             "names": eqx.field(static=True),
             "kind": eqx.field(static=True, default=name),
-            "recordable": (*module.states, *spec.counters),
+            "recordable": (*module.states, *spec.counters, *spec.recorded),
             "spec": spec,
             "in_step": bool(targets),
             "in_step_states": tuple(in_step_key(s) for s in targets),
