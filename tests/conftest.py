@@ -95,6 +95,7 @@ DBBS_COMPILED = (
     "Kca3_1__0",
     "Nav1_1__0",
     "GABA__biexp",
+    "Cav2_3__0",
 )
 
 

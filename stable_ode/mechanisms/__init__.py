@@ -15,6 +15,7 @@ from ._ions import (
 from ._kinetics import (
     AbstractKinetics as AbstractKinetics,
     alpha_beta_gate as alpha_beta_gate,
+    Assigned as Assigned,
     Gate as Gate,
     inf_tau_gate as inf_tau_gate,
     RateEquation as RateEquation,

@@ -177,3 +177,22 @@ def inf_tau_gate(
     tau = jnp.asarray(tau, inf.dtype)
     fastest = float(np.sqrt(np.finfo(inf.dtype).max))
     return Relaxation(inf=inf, rate=safe_div(jnp.ones_like(tau), tau, fill=fastest))
+
+
+class Assigned(AbstractKinetics):
+    """A state that each step sets to `value` (an NMODL `ASSIGNED` that
+    `BREAKPOINT` keeps from step to step, as a running maximum): no rate,
+    no error."""
+
+    value: Float[Array, " n"]
+
+    def rhs(self, x):
+        return jnp.zeros_like(x)
+
+    def update(self, x, dt):
+        del dt
+        return jnp.broadcast_to(self.value, jnp.shape(x)).astype(jnp.result_type(x))
+
+    def filter(self, r, dt, x, *, quadratic: bool):
+        del r, dt, quadratic
+        return jnp.zeros_like(x)

@@ -19,7 +19,7 @@ import jax.scipy.special
 from jaxtyping import ArrayLike, Float
 
 from .. import _math
-from ..mechanisms import AbstractMechanism, RateEquation, Relaxation
+from ..mechanisms import AbstractMechanism, Assigned, RateEquation, Relaxation
 from ..mechanisms._kinetics import inf_tau_gate
 from . import _ir as ir, _runtime
 from ._codegen import label_of, py
@@ -236,10 +236,11 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
     derivs = [ns[f"deriv_{b.name}"] for b in src.solved]
 
     carried = [py(x) for x in sorted(src.carried)]
+    persistent = sorted(src.persistent)
 
     def kinetics(self, v, states, env):
         left = {}
-        if carried:  # the values this step's BREAKPOINT leaves
+        if carried or persistent:  # the values this step's BREAKPOINT leaves
             after = _vars(self, v, states, env)
             ns["breakpoint"](after)
             left = {x: getattr(after, x) for x in carried}
@@ -249,6 +250,8 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
             for x, value in left.items():
                 setattr(m, x, value)
             out |= d(m)
+        for x in persistent:  # kept from step to step, as BREAKPOINT left it
+            out[x] = Assigned(_runtime.as_n(getattr(after, py(x)), v))
         return out
 
     written = [
@@ -278,9 +281,11 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
             side = "inside" if x.endswith("i") else "outside"
             setattr(m, py(x), getattr(env.ion(x[:-1]), side))
         ns["initial"](m)
-        return {s: _runtime.as_n(getattr(m, py(s)), v) for s in module.states}
+        kept = (*module.states, *persistent)
+        return {s: _runtime.as_n(getattr(m, py(s)), v) for s in kept}
 
     phases, refused = range_phases(module, src.derived)
+    phases = {x: p for x, p in phases.items() if x not in src.persistent}
 
     def range_variables(self, v, states, env):
         m = _vars(self, v, states, env)

@@ -58,6 +58,9 @@ class Source:
         # ASSIGNEDs the SOLVEd blocks read as the BREAKPOINT left them
         # (`carried_names`).
         self.carried: set[str] = set()
+        # ASSIGNEDs BREAKPOINT reads before computing them (a running maximum,
+        # `persistent_names`): kept between steps as states.
+        self.persistent: set[str] = set()
 
     def fail(self, line, construct, problem):
         raise NmodlError(self.module.path, line, construct, problem)
@@ -141,7 +144,44 @@ class Source:
             self.check_initial_reads(exposed, fail("INITIAL"))
         if mod.breakpoint is not None:
             body = self.breakpoint_body()
-            check_reads(mod, body, exposed, set(self.derived), fail("BREAKPOINT"))
+            early: dict[str, int | None] = {}
+            check_reads(
+                mod,
+                body,
+                exposed,
+                set(self.derived),
+                lambda n, line: early.setdefault(n, line),
+            )
+            self.persistent = self.persistent_names(early, body)
+            for name, line in early.items():
+                if name not in self.persistent:
+                    fail("BREAKPOINT")(name, line)
+
+    def persistent_names(self, early: dict, body) -> set[str]:
+        """Of the `ASSIGNED`s BREAKPOINT reads before computing them (`early`),
+        those it keeps from step to step, as NEURON keeps every `ASSIGNED`'s
+        value (dbbs' `Cav2_3`: `if (g > gmax) {gmax = g}`): in a density
+        mechanism, assigned in BREAKPOINT outside its SOLVEd blocks, by no
+        other block but INITIAL, and from values that do not depend on `v`
+        (NEURON's BREAKPOINT runs at the step's start, ours after the
+        voltage update)."""
+        mod = self.module
+        if mod.point_process:
+            return set()
+        own = {s.target for s in walk(mod.breakpoint.body) if isinstance(s, ir.Assign)}
+        solved = set()
+        for blk in self.solved:
+            solved |= {s.target for s in walk(blk.body) if isinstance(s, ir.Assign)}
+        src = Sources(summaries(mod))
+        src.walk(body)
+        ion_vars = {x for ion in mod.ions for x in ion.read + ion.write}
+        return {
+            x
+            for x in early
+            if x in own
+            and x not in solved | ion_vars | self.carried
+            and "v" not in src.of.get(x, {x})
+        }
 
     def carried_names(self, exposed) -> set[str]:
         """The `ASSIGNED`s (and ion currents written, not read) that
