@@ -32,7 +32,7 @@ from ._kinetics import (
     nonlinear_scheme,
     scheme_steady_state,
 )
-from ._point import derived_names
+from ._point_analysis import derived_names
 from ._ranges import range_phases
 from ._runtime import typed
 from ._source import Source
