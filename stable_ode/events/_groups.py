@@ -332,3 +332,21 @@ class Exp2SynGroup(AbstractArrivalGroup):
 
     def with_current(self, v, states):
         return {**states, "i": self.current(None, v, states)}
+
+
+class AbstractClampGroup(AbstractPointProcessGroup):
+    """Voltage clamps with three levels (`dur` ms of shape `(3, n)`) and a
+    state `on` (0 or 1): their level changes are jump times and
+    `CrankNicolson` edges, and they are stiff while on."""
+
+    dur: eqx.AbstractVar[Float[Array, "3 n"]]
+
+    def jump_times(self, dtype):
+        d = self.dur.astype(dtype)
+        return jnp.concatenate([d[0], d[0] + d[1], d[0] + d[1] + d[2]])
+
+    def edges(self, dtype):
+        return jax.lax.stop_gradient(self.jump_times(dtype))
+
+    def stiff(self, states):
+        return jnp.any(states["on"] > 0)

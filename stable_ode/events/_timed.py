@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ._groups import AbstractPointProcessGroup, Held
+from ._groups import AbstractClampGroup, AbstractPointProcessGroup, Held
 
 
 class AlphaSynapseGroup(AbstractPointProcessGroup):
@@ -54,7 +54,7 @@ class AlphaSynapseGroup(AbstractPointProcessGroup):
         return self.onset.astype(dtype)
 
 
-class SEClampGroup(AbstractPointProcessGroup):
+class SEClampGroup(AbstractClampGroup):
     """`SEClamp`s, vectorised (`rs` MΩ; `dur` ms and `amp` mV of shape
     `(3, n)`); states `vc` (mV), `on` (0 or 1), `i` (nA, injected)."""
 
@@ -101,16 +101,6 @@ class SEClampGroup(AbstractPointProcessGroup):
         del t0, t1, span
         i = states["on"] * (states["vc"] - v1[self.index]) / self.rs
         return {**states, "i": i}
-
-    def jump_times(self, dtype):
-        d = self.dur.astype(dtype)
-        return jnp.concatenate([d[0], d[0] + d[1], d[0] + d[1] + d[2]])
-
-    def edges(self, dtype):
-        return jax.lax.stop_gradient(self.jump_times(dtype))
-
-    def stiff(self, states):
-        return jnp.any(states["on"] > 0)
 
     def sample_inputs(self, t, states):
         vc, on = self.level(t)

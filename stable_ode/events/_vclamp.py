@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ._groups import AbstractPointProcessGroup, Held
+from ._groups import AbstractClampGroup, Held
 
 
-class VClampGroup(AbstractPointProcessGroup):
+class VClampGroup(AbstractClampGroup):
     """`VClamp`s, vectorised (`dur` ms and `amp` mV of shape `(3, n)`; `gain`,
     `rstim` MΩ, `tau1`, `tau2` ms, `fac`). States: `e0`, `vo0`, `vi0` (mV,
     the clamp's states at the step's start), `stim` (mV) and `on` (0 or 1) of
@@ -99,16 +99,6 @@ class VClampGroup(AbstractPointProcessGroup):
         i = states["on"] * (vo - v) / self.rstim
         new = {"e": e, "vo": vo, "vi": vi, "e0": e, "vo0": vo, "vi0": vi}
         return {**states, **new, "i": i}
-
-    def jump_times(self, dtype):
-        d = self.dur.astype(dtype)
-        return jnp.concatenate([d[0], d[0] + d[1], d[0] + d[1] + d[2]])
-
-    def edges(self, dtype):
-        return jax.lax.stop_gradient(self.jump_times(dtype))
-
-    def stiff(self, states):
-        return jnp.any(states["on"] > 0)
 
     def sample_inputs(self, t, states):
         stim, on = self.level(t)
