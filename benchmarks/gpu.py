@@ -592,9 +592,10 @@ def main(argv=None) -> None:
         else:
             row.update(_run_isolated(spec, limit))
         rows.append(row)
-        env = env or {k: row[k] for k in ("jax_version", "device_kind") if k in row}
-        env.setdefault("backend", row.get("backend"))
-        env.setdefault("device_count", row.get("device_count"))
+        # from the first case that reports each (a failed case reports none)
+        for k in ("jax_version", "device_kind", "backend", "device_count"):
+            if env.get(k) is None and row.get(k) is not None:
+                env[k] = row[k]
     n_skipped = sum(r.get("stage") == "skipped" or "killed" in r for r in rows)
     if n_skipped:
         notes.append(
@@ -619,7 +620,7 @@ def main(argv=None) -> None:
             f"{env.get('backend', '?')} device {env.get('device_kind', '?')} "
             f"× {env.get('device_count', '?')}"
         ),
-        jax_version=env.get("jax_version"),
+        jax_version=env.get("jax_version", "?"),
         mode="in-process" if args.in_process else "one process per case",
         budget=args.budget,
         elapsed=time.perf_counter() - start,
