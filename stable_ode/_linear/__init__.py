@@ -14,6 +14,7 @@ points at once with a Schur complement on the branch points (`ChainTreeSolver`).
 from .auto import TreeSolver as TreeSolver
 from .base import AbstractTreeSolver as AbstractTreeSolver
 from .chains import ChainTreeSolver as ChainTreeSolver
+from .cyclic import CyclicReduction as CyclicReduction
 from .levels import LevelTreeSolver as LevelTreeSolver
 from .operator import TreeLinearOperator as TreeLinearOperator
 from .plan import tree_plan as tree_plan, TreePlan as TreePlan

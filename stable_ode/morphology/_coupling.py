@@ -9,6 +9,7 @@ is symmetric; each coupling returns it as a lineax operator of its structure.
 import abc
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import lineax as lx
 import numpy as np
@@ -91,6 +92,13 @@ class TridiagonalCoupling(AbstractCoupling):
         return x if self.inverse_order is None else x[self.inverse_order]
 
     def default_solver(self):
+        """`lx.Tridiagonal()` (LAPACK `gtsv`, cuSPARSE on CUDA GPUs); on a TPU,
+        where JAX's tridiagonal solve is a loop over the rows,
+        `CyclicReduction()` (`stable_ode._linear.cyclic`)."""
+        if jax.default_backend() == "tpu":
+            from .._linear.cyclic import CyclicReduction
+
+            return CyclicReduction()
         return lx.Tridiagonal()
 
 
