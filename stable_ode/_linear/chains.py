@@ -3,11 +3,11 @@ solve, and their Schur complement on the branch points, again a tree."""
 
 from typing import Any, ClassVar
 
-import jax
 import jax.numpy as jnp
 import lineax as lx
 
 from .base import AbstractTreeSolver, promoted
+from .cyclic import tridiagonal_solve
 from .levels import hines_scan
 from .operator import TreeLinearOperator
 from .plan import TreePlan
@@ -52,7 +52,7 @@ def schur_solve(plan: TreePlan, diag, off, rhs):
     unit_first = jnp.broadcast_to((pos == 0).astype(dtype), (n_chains, length))
     unit_last = (pos[None, :] == plan.last_pos[:, None]).astype(dtype)
     b = jnp.stack([rhs_e[plan.node], unit_first, unit_last], axis=-1)
-    y = jax.lax.linalg.tridiagonal_solve(dl, d, du, b)
+    y = tridiagonal_solve(dl, d, du, b)
     y0, yf, yl = y[..., 0], y[..., 1], y[..., 2]
     chains = jnp.arange(n_chains, dtype=plan.last_pos.dtype)
     lp = plan.last_pos

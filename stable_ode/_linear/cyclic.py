@@ -13,51 +13,67 @@ pivoting for the voltage system, which is symmetric and strictly diagonally
 dominant (`cm/(θ·dt)` plus the membrane's slope conductance on the diagonal;
 Hockney & Jesshope show the reduced systems stay dominant). The values agree
 with `gtsv`'s to rounding, not bit for bit, which is why the CPU keeps `gtsv`.
+Used on a TPU by `TridiagonalCoupling.default_solver()` (cables) and by
+`ChainTreeSolver`'s batched chains (`tridiagonal_solve`).
 """
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, PyTree
 from lineax._solver.misc import ravel_vector, unravel_solution
 
 
-def _shift_down(x, fill, s):
-    """`x[i - s]`, `fill` before the start."""
-    return jnp.concatenate([fill, x[:-s]])
+def _shift(x, s, axis):
+    """`x[i - s]` (`s > 0`) or `x[i + |s|]` (`s < 0`) along `axis`, 0 beyond
+    the ends."""
+    n = x.shape[axis]
+    pad = [(0, 0)] * x.ndim
+    if s > 0:
+        pad[axis] = (s, 0)
+        kept = jax.lax.slice_in_dim(x, 0, n - s, axis=axis)
+    else:
+        pad[axis] = (0, -s)
+        kept = jax.lax.slice_in_dim(x, -s, n, axis=axis)
+    return jnp.pad(kept, pad)
 
 
-def _shift_up(x, fill, s):
-    """`x[i + s]`, `fill` beyond the end."""
-    return jnp.concatenate([x[s:], fill])
-
-
-def cyclic_reduction(lower, diagonal, upper, rhs):
-    """Solve the tridiagonal system with sub-diagonal `lower` (`n - 1`),
-    `diagonal` (`n`), super-diagonal `upper` (`n - 1`) and right-hand side
-    `rhs` (`n`) by parallel cyclic reduction."""
-    n = diagonal.shape[0]
-    zero = jnp.zeros((1,), diagonal.dtype)
-    a = jnp.concatenate([zero, lower])  # row i: a[i]·x[i-1]
-    b = diagonal
-    c = jnp.concatenate([upper, zero])  # row i: c[i]·x[i+1]
-    d = rhs
+def cyclic_reduction(dl, d, du, b):
+    """Solve tridiagonal systems by parallel cyclic reduction, with the
+    arguments of `jax.lax.linalg.tridiagonal_solve`: `dl`, `d`, `du` of shape
+    `(..., n)` (sub-diagonal with `dl[..., 0] = 0`, diagonal, super-diagonal
+    with `du[..., n-1] = 0`) and right-hand sides `b` of shape `(..., n, r)`."""
+    n = d.shape[-1]
+    a, c = dl, du
+    one = jnp.ones((), d.dtype)
     s = 1
     while s < n:
-        # rows beyond the ends are identity rows (b = 1, a = c = d = 0)
-        pad0 = jnp.zeros((s,), b.dtype)
-        pad1 = jnp.ones((s,), b.dtype)
-        alpha = -a / _shift_down(b, pad1, s)
-        gamma = -c / _shift_up(b, pad1, s)
-        a, b, c, d = (
-            alpha * _shift_down(a, pad0, s),
-            b + alpha * _shift_down(c, pad0, s) + gamma * _shift_up(a, pad0, s),
-            gamma * _shift_up(c, pad0, s),
-            d + alpha * _shift_down(d, pad0, s) + gamma * _shift_up(d, pad0, s),
+        # rows beyond the ends are identity rows (diagonal 1, the rest 0)
+        inside_lo = _shift(jnp.ones_like(d), s, -1) > 0
+        inside_hi = _shift(jnp.ones_like(d), -s, -1) > 0
+        alpha = -a / jnp.where(inside_lo, _shift(d, s, -1), one)
+        gamma = -c / jnp.where(inside_hi, _shift(d, -s, -1), one)
+        a, d, c, b = (
+            alpha * _shift(a, s, -1),
+            d + alpha * _shift(c, s, -1) + gamma * _shift(a, -s, -1),
+            gamma * _shift(c, -s, -1),
+            b
+            + alpha[..., None] * _shift(b, s, -2)
+            + gamma[..., None] * _shift(b, -s, -2),
         )
         s *= 2
-    return d / b
+    return b / d[..., None]
+
+
+def tridiagonal_solve(dl, d, du, b):
+    """`jax.lax.linalg.tridiagonal_solve(dl, d, du, b)`, by `cyclic_reduction`
+    on a TPU (where JAX's is a loop over the rows), else JAX's own (LAPACK
+    `gtsv` on the CPU, cuSPARSE on CUDA GPUs)."""
+    if jax.default_backend() == "tpu":
+        return cyclic_reduction(dl, d, du, b)
+    return jax.lax.linalg.tridiagonal_solve(dl, d, du, b)
 
 
 class CyclicReduction(lx.Tridiagonal):
@@ -72,5 +88,11 @@ class CyclicReduction(lx.Tridiagonal):
     ) -> tuple[PyTree[Array], lx.RESULTS, dict[str, Any]]:
         del options
         (diagonal, lower, upper), packed = state
-        x = cyclic_reduction(lower, diagonal, upper, ravel_vector(vector, packed))
+        zero = jnp.zeros((1,), diagonal.dtype)
+        x = cyclic_reduction(
+            jnp.concatenate([zero, lower]),
+            diagonal,
+            jnp.concatenate([upper, zero]),
+            ravel_vector(vector, packed)[:, None],
+        )[:, 0]
         return unravel_solution(x, packed), lx.RESULTS.successful, {}
