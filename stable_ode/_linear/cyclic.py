@@ -3,8 +3,8 @@ lowering of `lax.linalg.tridiagonal_solve` is a sequential loop over the rows.
 
 On the CPU (LAPACK `gtsv`) and on CUDA GPUs (cuSPARSE `gtsv2`) the tridiagonal
 solve is a library call; on a TPU, JAX lowers it to a `lax.scan` over the rows,
-one dependent iteration per compartment, so a 10,000-compartment cable took
-about 26 ms per solve there (`benchmarks/gpu_tpu_v5e/`). Parallel cyclic
+one dependent iteration per compartment, so a long cable's step is as slow
+as its number of compartments (`benchmarks/gpu_tpu_v5e/`). Parallel cyclic
 reduction (Hockney 1965; Hockney & Jesshope, *Parallel Computers 2*, 1988)
 takes `ceil(log2 n)` rounds instead, each elementwise over all rows: work
 O(n log n), depth O(log n). Every row eliminates its neighbours at distance
