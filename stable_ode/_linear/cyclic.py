@@ -26,9 +26,9 @@ from jaxtyping import Array, PyTree
 from lineax._solver.misc import ravel_vector, unravel_solution
 
 
-def _shift(x, s, axis):
-    """`x[i - s]` (`s > 0`) or `x[i + |s|]` (`s < 0`) along `axis`, 0 beyond
-    the ends."""
+def _shift(x, s, axis, fill=0.0):
+    """`x[i - s]` (`s > 0`) or `x[i + |s|]` (`s < 0`) along `axis`, `fill`
+    beyond the ends."""
     n = x.shape[axis]
     pad = [(0, 0)] * x.ndim
     if s > 0:
@@ -37,7 +37,7 @@ def _shift(x, s, axis):
     else:
         pad[axis] = (0, -s)
         kept = jax.lax.slice_in_dim(x, -s, n, axis=axis)
-    return jnp.pad(kept, pad)
+    return jnp.pad(kept, pad, constant_values=fill)
 
 
 def cyclic_reduction(dl, d, du, b):
@@ -47,14 +47,11 @@ def cyclic_reduction(dl, d, du, b):
     with `du[..., n-1] = 0`) and right-hand sides `b` of shape `(..., n, r)`."""
     n = d.shape[-1]
     a, c = dl, du
-    one = jnp.ones((), d.dtype)
     s = 1
     while s < n:
         # rows beyond the ends are identity rows (diagonal 1, the rest 0)
-        inside_lo = _shift(jnp.ones_like(d), s, -1) > 0
-        inside_hi = _shift(jnp.ones_like(d), -s, -1) > 0
-        alpha = -a / jnp.where(inside_lo, _shift(d, s, -1), one)
-        gamma = -c / jnp.where(inside_hi, _shift(d, -s, -1), one)
+        alpha = -a / _shift(d, s, -1, fill=1.0)
+        gamma = -c / _shift(d, -s, -1, fill=1.0)
         a, d, c, b = (
             alpha * _shift(a, s, -1),
             d + alpha * _shift(c, s, -1) + gamma * _shift(a, -s, -1),
