@@ -18,6 +18,7 @@ from ._model import Layout, MembraneModel, Recording
 from ._network import build_connections, cast_params, Connections
 from ._record_states import is_state_variable, state_entries
 from ._stimulus import build_stimuli, Site, StepCurrent, TraceCurrent
+from .events._arrivals import CELL_NETCON, NETCON
 from .events._build import build_events, EVENT_RECORDINGS  # events
 from .mechanisms._ions import ion_variable, IonSpecies
 from .mechanisms._scheme import kinetics_state_names, map_kinetics
@@ -51,6 +52,8 @@ def check_shapes(model):
         n = group.compartments.shape[0]
 
         def check(what, leaf, group=group, n=n):
+            if per_netcon(what):  # one per NetCon (an NMODL weight vector)
+                return
             if leaf.shape != (n,):
                 raise ValueError(
                     f"{describe(group)}: {what} has shape {leaf.shape}, expected "
@@ -89,6 +92,12 @@ def check_shapes(model):
         for name, leaf in rhs.items():
             check(f"the kinetics of state {name!r} (its rhs)", leaf)
         check("current()", i)
+
+
+def per_netcon(what: str) -> bool:
+    """Whether `what` (a description naming a state) is about a state a
+    point-process group keeps per NetCon rather than per entry."""
+    return f"'{NETCON}" in what or f"'{CELL_NETCON}" in what
 
 
 def _duplicates(names) -> list:

@@ -42,8 +42,9 @@ class Arrivals(eqx.Module):
     **Fields:** `spike` (ms, the source's spike times, in the order of the
     arrivals, padded with `+inf`), `entry` (which synapse of the group),
     `netcon` (which of `weight` and `delay`), `weight` (one per NetCon, µS)
-    and `delay` (one per NetCon, ms; both differentiable), `table`
-    (`window_table`). An arrival's time is `spike + delay[netcon]`.
+    and `delay` (one per NetCon, ms; both differentiable), `target` (one per
+    NetCon: which synapse of the group), `table` (`window_table`). An
+    arrival's time is `spike + delay[netcon]`.
 
     The order is that of the delays given to `build`: a model whose delays
     are changed afterwards (`eqx.tree_at`) must keep the arrivals in the same
@@ -55,6 +56,7 @@ class Arrivals(eqx.Module):
     netcon: Int[Array, " m"]
     weight: Float[Array, " nnetcon"]
     delay: Float[Array, " nnetcon"]
+    target: Int[Array, " nnetcon"]
     table: tuple[int, ...] = eqx.field(static=True)
 
     @property
@@ -76,9 +78,9 @@ class Arrivals(eqx.Module):
 
     def select(self, t_lo, t_hi, span: float, closed: bool):
         """The arrivals with `t_lo < time <= t_hi` (`< t_hi` unless `closed`):
-        `(time, entry, weight, mask, overflow)` over a window of `window(span)`
-        arrivals; `overflow` is whether more arrivals lie in the interval.
-        `time` carries the gradient with respect to the delays."""
+        `(time, entry, weight, mask, overflow, netcon)` over a window of
+        `window(span)` arrivals; `overflow` is whether more arrivals lie in the
+        interval. `time` carries the gradient with respect to the delays."""
         w = self.window(span)
         time_d = self.time
         time = jax.lax.stop_gradient(time_d)
@@ -91,12 +93,14 @@ class Arrivals(eqx.Module):
         entry = jax.lax.dynamic_slice_in_dim(self.entry, lo, w)
         nc = jax.lax.dynamic_slice_in_dim(self.netcon, lo, w)
         mask = (lo + jnp.arange(w, dtype=jnp.int32)) < hi
-        return t, entry, self.weight[nc], mask, (hi - lo) > w
+        return t, entry, self.weight[nc], mask, (hi - lo) > w, nc
 
 
-def build_arrivals(spikes, entries, netcons, weights, delays, dtype) -> Arrivals:
+def build_arrivals(
+    spikes, entries, netcons, weights, delays, targets, dtype
+) -> Arrivals:
     """`Arrivals` from per-arrival NumPy `spikes` (ms), `entries`, `netcons`
-    and the per-NetCon `weights` (µS) and `delays` (ms)."""
+    and the per-NetCon `weights` (µS), `delays` (ms) and `targets`."""
     spikes = np.asarray(spikes, dtype=float)
     netcons = np.asarray(netcons, np.int32)
     delays = np.asarray(delays, dtype=float)
@@ -113,6 +117,7 @@ def build_arrivals(spikes, entries, netcons, weights, delays, dtype) -> Arrivals
         netcon=jnp.asarray(n),
         weight=jnp.asarray(np.asarray(weights, dtype=float), dtype),
         delay=jnp.asarray(delays, dtype),
+        target=jnp.asarray(np.asarray(targets, np.int32)),
         table=table,
     )
 
@@ -120,6 +125,14 @@ def build_arrivals(spikes, entries, netcons, weights, delays, dtype) -> Arrivals
 NONE = -1e30
 """The "no spike" time (ms) in the buffers: finite, so the states stay finite,
 and far enough in the past that `NONE + delay` is never delivered."""
+
+
+NETCON = "netcon:"
+"""The prefix of the states a group keeps per NetCon from spike-time sources
+(one per `Arrivals` NetCon): an NMODL `NET_RECEIVE`'s weight vector."""
+CELL_NETCON = "cellnetcon:"
+"""The prefix of the states a group keeps per NetCon from threshold sources
+(one per `CellArrivals` NetCon)."""
 
 
 def is_time(t):
@@ -138,7 +151,7 @@ class CellArrivals(eqx.Module):
     delay: Float[Array, " m"]
     weight: Float[Array, " m"]
 
-    def deliver(self, states, spikes, parts):
+    def deliver(self, states, spikes, parts, netcon_states=False):
         """`states` with the arrivals of each of `parts` added: a part
         `(t_lo, t_hi, t_at, closed, jump)` adds the arrivals in `(t_lo,
         t_hi]` (`closed`) or `(t_lo, t_hi)` by `jump(entry, weight, age)`,
@@ -157,10 +170,16 @@ class CellArrivals(eqx.Module):
         Everything before the scatters is elementwise over the NetCons (the
         sum over a source's buffered spikes is unrolled), so XLA fuses it
         into a few loops: on the CPU a step's cost is mostly the number of
-        kernels it runs."""
+        kernels it runs.
+
+        With `netcon_states`, `jump` takes a fourth argument, the event: `t`
+        (the arrival time, ms) and the NetCons' own states (the group's states
+        `cellnetcon:<name>`, one per NetCon, by `<name>`), and may return new
+        values of them (keys `@<name>`), kept where a NetCon received."""
         rows = jnp.stack(spikes)[:, self.source]  # one gather: (pending, m)
         cols = [(s, s + self.delay) for s in rows]
         total: dict = {}
+        new_states: dict = {}
         for t_lo, t_hi, t_at, closed, jump in parts:
             count, arrival = 0, 0.0
             for s, t in cols:
@@ -172,11 +191,26 @@ class CellArrivals(eqx.Module):
                 arrival = arrival + jnp.where(hit, t, 0.0)
             hit = count > 0
             age = jnp.where(hit, t_at - arrival, 0.0)
-            for k, inc in jump(self.entry, self.weight, age).items():
+            if netcon_states:
+                event = {"t": jnp.where(hit, arrival, t_at)}
+                event |= {
+                    k[len(CELL_NETCON) :]: x
+                    for k, x in states.items()
+                    if k.startswith(CELL_NETCON)
+                }
+                incs = jump(self.entry, self.weight, age, event)
+            else:
+                incs = jump(self.entry, self.weight, age)
+            for k, inc in incs.items():
+                if k.startswith("@"):  # a NetCon's own state: its new value
+                    key = CELL_NETCON + k[1:]
+                    new = jnp.where(hit, inc.astype(states[key].dtype), states[key])
+                    new_states[key] = jnp.where(count > 1, jnp.nan, new)
+                    continue
                 inc = jnp.where(hit, inc, jnp.zeros_like(inc))
                 inc = jnp.where(count > 1, jnp.nan, inc)
                 total[k] = inc if k not in total else total[k] + inc
-        out = dict(states)
+        out = dict(states) | new_states
         for k, inc in total.items():
             out[k] = out[k].at[self.entry].add(inc.astype(out[k].dtype))
         return out

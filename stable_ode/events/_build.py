@@ -144,12 +144,13 @@ def build_events(
             cell_netcons.append((j, type(pps[k]), entry_of[k], nc))
             continue
         t = spike_times_of(source)
-        a = arrivals.setdefault(type(pps[k]), ([], [], [], [], []))
+        a = arrivals.setdefault(type(pps[k]), ([], [], [], [], [], []))
         a[0].append(t)
         a[1].append(np.full(t.shape, entry_of[k], np.int32))
         a[2].append(np.full(t.shape, len(a[3]), np.int32))
         a[3].append(weight)
         a[4].append(delay)
+        a[5].append(entry_of[k])
 
     def params(kind, fields):
         ks = by_kind[kind]
@@ -174,9 +175,9 @@ def build_events(
         if kind in _GROUPS:
             arr = None
             if kind in arrivals and sum(t.size for t in arrivals[kind][0]):
-                t, e, n, w, d = arrivals[kind]
+                t, e, n, w, d, g = arrivals[kind]
                 arr = build_arrivals(
-                    np.concatenate(t), np.concatenate(e), np.concatenate(n), w, d, dtype
+                    *(np.concatenate(x) for x in (t, e, n)), w, d, g, dtype
                 )
             fields = ("tau", "e") if kind is ExpSyn else ("tau1", "tau2", "e")
             p, _ = params(kind, fields)
@@ -219,9 +220,9 @@ def build_events(
         index = jnp.asarray([index_of(pps[k].site) for k in ks], jnp.int32)
         arr = None
         if kind in arrivals and sum(t.size for t in arrivals[kind][0]):
-            t, e, n, w, d = arrivals[kind]
+            t, e, n, w, d, g = arrivals[kind]
             arr = build_arrivals(
-                np.concatenate(t), np.concatenate(e), np.concatenate(n), w, d, dtype
+                np.concatenate(t), np.concatenate(e), np.concatenate(n), w, d, g, dtype
             )
         names_k = tuple(names[k] for k in ks)
         group = kind.make_point_process_group(

@@ -26,7 +26,7 @@ from jaxtyping import Array, Float, Int
 
 from .._group import AbstractStateGroup
 from ..mechanisms import AbstractKinetics, Environment, Relaxation
-from ._arrivals import Arrivals, CellArrivals
+from ._arrivals import Arrivals, CellArrivals, NETCON
 
 
 _T_NONE = -1e-30  # "nothing delivered yet": just before t = 0
@@ -96,19 +96,53 @@ class AbstractPointProcessGroup(AbstractStateGroup):
         return jnp.zeros((0,), dtype)
 
 
-def _deliver(arrivals: Arrivals | None, states, t_lo, t_hi, t_at, span, closed, jump):
+def _deliver(
+    arrivals: Arrivals | None,
+    states,
+    t_lo,
+    t_hi,
+    t_at,
+    span,
+    closed,
+    jump,
+    netcon_states=False,
+):
     """`states` with the arrivals in `(t_lo, t_hi]` (`closed`) or `(t_lo, t_hi)`
     added by `jump(entry, weight, age)` (a dict of per-arrival increments,
-    `age = t_at - time` ms); non-finite if they overflow the window."""
+    `age = t_at - time` ms); non-finite if they overflow the window.
+
+    With `netcon_states`, `jump` takes a fourth argument, the event: `t` (the
+    arrival time, ms) and the NetCons' own states (the states `netcon:<name>`,
+    one per NetCon, by `<name>`), and may return their new values (keys
+    `@<name>`), kept for the NetCons that received. Each arrival in the window
+    reads its NetCon's states as they were before the window; two arrivals of
+    one NetCon in one window make the states non-finite instead (the step is
+    retried shorter, as on an overflow)."""
     if arrivals is None:
         return states
-    t, entry, w, mask, overflow = arrivals.select(t_lo, t_hi, span, closed)
+    t, entry, w, mask, overflow, nc = arrivals.select(t_lo, t_hi, span, closed)
     age = jnp.where(mask, t_at - t, 0.0)
-    incs = jump(entry, w, age)
+    if netcon_states:
+        event = {"t": jnp.where(mask, t, t_at)}
+        own = {k: x for k, x in states.items() if k.startswith(NETCON)}
+        event |= {k[len(NETCON) :]: x[nc] for k, x in own.items()}
+        incs = jump(entry, w, age, event)
+        same = (nc[:, None] == nc[None, :]) & mask[:, None] & mask[None, :]
+        twice = jnp.sum(same) > jnp.sum(mask)
+        overflow = overflow | twice
+    else:
+        incs = jump(entry, w, age)
     out = dict(states)
     for k, inc in incs.items():
-        x = states[k].at[entry].add(jnp.where(mask, inc, jnp.zeros_like(inc)))
-        out[k] = jnp.where(overflow, jnp.nan, x)
+        if k.startswith("@"):
+            key = NETCON + k[1:]
+            n = states[key].shape[0]
+            at = jnp.where(mask, nc, n)  # out of range: dropped
+            x = states[key].at[at].set(inc.astype(states[key].dtype), mode="drop")
+        else:
+            x = states[k].at[entry].add(jnp.where(mask, inc, jnp.zeros_like(inc)))
+            key = k
+        out[key] = jnp.where(overflow, jnp.nan, x)
     return out
 
 
@@ -123,6 +157,10 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
     the step, of the arrivals strictly inside it (`average`), which its
     current adds to the voltage's step (so a fixed step sees an arrival from
     its time on, and the forward pass is continuous in the arrival time)."""
+    netcon_states: ClassVar[bool] = False
+    """Whether the group keeps states per NetCon (`netcon:<name>`,
+    `cellnetcon:<name>`; an NMODL weight vector): its jumps then take the
+    event (`_deliver`) and may update them."""
     in_step_states: ClassVar[tuple[str, ...]] = ("x",)
     """The states that hold, during a step, the arrivals strictly inside it
     (zeroed before and after each step): `x` for the built-in synapses."""
@@ -175,23 +213,28 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
 
     def before_step(self, t0, t1, t_start, states, span):
         t_done = jnp.maximum(states["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
+        own = self.netcon_states
+        out = dict(states)
+        if self.in_step:  # (the onset of the arrivals at t0 from their NetCons'
+            # states before them: first)
+            out |= {k: jnp.zeros_like(out[k]) for k in self.in_step_states}
+            onset = self.onset_jump(t1 - t0)
+            out = _deliver(self.arrivals, out, t_done, t0, t0, span, True, onset, own)
         out = dict(
-            _deliver(self.arrivals, states, t_done, t0, t0, span, True, self.jump)
+            _deliver(self.arrivals, out, t_done, t0, t0, span, True, self.jump, own)
         )
         out["t_delivered"] = jnp.full_like(states["t_delivered"], t0)
         if self.in_step:
-            out |= {k: jnp.zeros_like(out[k]) for k in self.in_step_states}
-            onset = self.onset_jump(t1 - t0)
-            out = _deliver(self.arrivals, out, t_done, t0, t0, span, True, onset)
             jump = self.in_step_jump(t1 - t0)
-            out = _deliver(self.arrivals, out, t0, t1, t1, span, False, jump)
+            out = _deliver(self.arrivals, out, t0, t1, t1, span, False, jump, own)
         return out
 
     def after_step(self, t0, t1, v1, states, span):
         del t0
         t_done = states["t_delivered"][0]
+        own = self.netcon_states
         out = dict(
-            _deliver(self.arrivals, states, t_done, t1, t1, span, False, self.jump)
+            _deliver(self.arrivals, states, t_done, t1, t1, span, False, self.jump, own)
         )
         out["t_delivered"] = jnp.full_like(
             states["t_delivered"], jnp.nextafter(t1, -jnp.inf)

@@ -103,7 +103,7 @@ class EventSteps(AbstractWrappedSolver):
             if g.in_step:  # the mean over the step of those inside it
                 parts.append((t_lo, t0, t0, True, g.onset_jump(t1 - t0)))
                 parts.append((t0, t1, t1, False, g.in_step_jump(t1 - t0)))
-            return cell.deliver(y, ring0, parts)
+            return cell.deliver(y, ring0, parts, g.netcon_states)
 
         return _hook(model, y0, before)
 
@@ -126,7 +126,8 @@ class EventSteps(AbstractWrappedSolver):
             cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
             if cell is None or ring1 is None:
                 return y
-            y = cell.deliver(y, ring1, [(x["t_delivered"][0], t1, t1, False, g.jump)])
+            part = (x["t_delivered"][0], t1, t1, False, g.jump)
+            y = cell.deliver(y, ring1, [part], g.netcon_states)
             return g.with_current(v1, y)
 
         y1 = _hook(model, y1, after)

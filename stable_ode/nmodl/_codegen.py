@@ -89,6 +89,7 @@ class Emitter:
         self.equation = None  # callback for DiffEq statements
         self.solve = None  # callback for SOLVE statements
         self.reaction = None  # callback for `~` and CONSERVE (KINETIC blocks)
+        self.event_time = False  # `t` readable (NET_RECEIVE: the event's time)
 
     def fail(self, construct, problem, line=None):
         raise NmodlError(self.module.path, line or self.line, construct, problem)
@@ -104,6 +105,14 @@ class Emitter:
             return f"l.{py(name)}"
         if name in self.module.constants:
             return repr(self.module.constants[name])
+        if name == "t" and self.event_time:
+            return "m.t"
+        if name == "flag" and self.event_time:
+            self.fail(
+                "flag",
+                "NET_RECEIVE's flag (self-events sent by net_send) is not "
+                "supported yet",
+            )
         if name in ("dt", "t"):
             self.fail(
                 name,

@@ -61,6 +61,7 @@ def read_mod(path: pathlib.Path) -> ir.Module:
         lines={},
         point_process=False,
         net_receive=None,
+        net_receive_initial=None,
     )
     _array_sizes(r, program)
     for b in program.blocks:
@@ -290,19 +291,28 @@ def _neuron_block(r: _Reader, b, d):
 
 
 def _net_receive(r: _Reader, b, d):
-    """`NET_RECEIVE(weight) {...}` of a point process: a PROCEDURE-like block
-    over its arguments."""
+    """`NET_RECEIVE(weight, a1, ...) {...}` of a point process: a
+    PROCEDURE-like block over its arguments (the NetCon's weight, then its
+    weight vector's other elements, kept per NetCon), and the statements of an
+    `INITIAL` block inside it (run for each NetCon at initialisation)."""
+    import types
+
     line = r.block_line(r"\bNET_RECEIVE\b")
     params = tuple(a.name.get_node_name() for a in b.parameters)
-    if len(params) != 1:
-        r.fail(
-            line,
-            "NET_RECEIVE",
-            f"NET_RECEIVE{params}: exactly one argument (the NetCon's weight) is "
-            "supported (weight vectors and flags are not supported yet)",
-        )
-    body = r.stmts(b.statement_block)
+    if not params:
+        r.fail(line, "NET_RECEIVE", "NET_RECEIVE needs an argument (the weight)")
+    body, initial = [], None
+    for s in b.statement_block.statements:
+        e = s.expression if _node(s) == "ExpressionStatement" else None
+        if e is not None and _node(e) == "InitialBlock":
+            i_line = r.stmt_line(r"\bINITIAL\b")
+            stmts = r.stmts(e.statement_block)
+            initial = ir.Block("INITIAL", "NET_RECEIVE", stmts, i_line)
+            continue
+        body.extend(r.stmts(types.SimpleNamespace(statements=[s])))
+    body = tuple(body)
     d["net_receive"] = ir.Callable("PROCEDURE", "NET_RECEIVE", params, body, line)
+    d["net_receive_initial"] = initial
     d["lines"]["NET_RECEIVE"] = line
 
 

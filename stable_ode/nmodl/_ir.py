@@ -251,3 +251,5 @@ class Module:
     lines: dict[str, int]
     point_process: bool = False  # POINT_PROCESS (else SUFFIX)
     net_receive: Callable | None = None  # NET_RECEIVE(args) as a PROCEDURE
+    # the INITIAL block inside NET_RECEIVE (per NetCon: its weight vector)
+    net_receive_initial: Block | None = None

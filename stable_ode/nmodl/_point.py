@@ -11,10 +11,14 @@ vectorised group (`AbstractNmodlPointGroup`, an
 - states and their kinetics from the file's `DERIVATIVE` / `KINETIC` blocks,
   the current (`NONSPECIFIC_CURRENT`, nA, outward) from `BREAKPOINT`, with the
   voltage of the compartment that holds each instance;
-- `NET_RECEIVE(weight)`: each statement `x = x + expr` adds `expr` (which may
-  read `weight` and the parameters, not the states) to state `x`, or to an
-  `ASSIGNED` counter `x` that no other block assigns, at the event's
-  arrival. As for the built-in synapses, an arrival inside a step is
+- `NET_RECEIVE(weight, a1, ...)`: each statement `x = x + expr` adds `expr`
+  (which may read the arguments, `LOCAL`s, `t` and the parameters, not the
+  states) to state `x`, or to an `ASSIGNED` counter `x` that no other block
+  assigns, at the event's arrival, whose time is `t`. `a1, ...` are the
+  NetCon's weight vector, kept per NetCon (the group's states `netcon:a1`,
+  `cellnetcon:a1`; set by an `INITIAL` block inside NET_RECEIVE at t = 0,
+  else 0) and updated by assignments at each of its events. As for the
+  built-in synapses, an arrival inside a step is
   decayed exactly to the step's end, which needs each such state to relax at
   a rate that depends on the parameters and `celsius` only (checked at
   import; the group keeps the model's `celsius`), and
@@ -25,10 +29,12 @@ vectorised group (`AbstractNmodlPointGroup`, an
   blocks read them.
 
 Not supported (one `NmodlError` each): `net_send` and other event functions,
-`NET_RECEIVE` with more than one argument, statements other than `x = x +
-expr` in it, `USEION` in a point process, a `NET_RECEIVE` target whose decay
-rate depends on `v` or a state.
+`flag`, statements in NET_RECEIVE other than those above (see
+`_point_analysis.receive_increments`), `USEION` in a point process, a
+`NET_RECEIVE` target whose decay rate depends on `v` or a state.
 """
+
+from typing import ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -36,7 +42,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .._stimulus import Site
-from ..events._arrivals import Arrivals, CellArrivals
+from ..events._arrivals import Arrivals, CELL_NETCON, CellArrivals, NETCON
 from ..events._groups import AbstractArrivalGroup, Held
 from . import _runtime
 from ._codegen import py
@@ -59,6 +65,8 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
     params: eqx.AbstractVar[dict[str, Float[Array, " n"]]]
     celsius: eqx.AbstractVar[Float[Array, ""]]  # the model's, °C
     spec: eqx.AbstractClassVar[object]  # the class's `_PointSpec`
+    # NET_RECEIVE sees the event (its time `t`, its NetCon's weight vector)
+    netcon_states: ClassVar[bool] = True
 
     def _vars(self, params, v, states, celsius, geometry=None):
         sp = self.spec
@@ -91,6 +99,7 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
             out |= d(m)
         out["t_delivered"] = Held()
         held = (*self.in_step_states, *self.spec.counters, *self.spec.recorded)
+        held += tuple(k for k in states if k.startswith((NETCON, CELL_NETCON)))
         return out | {k: Held() for k in held}
 
     def current(self, model, v, states):
@@ -115,7 +124,28 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         out["t_delivered"] = jnp.full_like(vi, _T_NONE)
         out |= {k: jnp.zeros_like(vi) for k in self.in_step_states}
         out |= {k: jnp.zeros_like(vi) for k in sp.recorded}
+        if sp.vector and self.arrivals is not None:
+            a = self.arrivals
+            out |= self._receive_initial(NETCON, a.target, a.weight, model.celsius)
+        if sp.vector and self.cell is not None:
+            c = self.cell
+            out |= self._receive_initial(CELL_NETCON, c.entry, c.weight, model.celsius)
         return self.with_current(v, out)
+
+    def _receive_initial(self, prefix, entry, w, celsius):
+        """The weight vectors of NetCons into instances `entry` with weights
+        `w` (µS) after NET_RECEIVE's INITIAL (at t = 0; the elements it does not
+        set start at 0, as NEURON's): `{prefix + name: (m,) array}`."""
+        sp = self.spec
+        z = jnp.zeros_like(w)
+        vals = {a: z for a in sp.vector}
+        if "net_receive_initial" in sp.ns:
+            params = {f: x[entry] for f, x in self.params.items()}
+            m = self._vars(params, z, {}, celsius)
+            m.t = z
+            lv = sp.ns["net_receive_initial"](m, w, *vals.values())
+            vals = {a: _runtime.as_n(getattr(lv, py(a)), w) for a in sp.vector}
+        return {prefix + a: x for a, x in vals.items()}
 
     def cell_arrivals(self):
         return self.cell
@@ -132,21 +162,22 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         self.spec.ns["breakpoint"](m)
         return states | {x: _runtime.as_n(getattr(m, py(x)), vi) for x in names}
 
-    def _increments(self, entry, w):
-        """NET_RECEIVE's increment of each target state at arrivals at
-        instances `entry` with weights `w`, and each target's decay rate
-        (/ms)."""
+    def _increments(self, entry, w, event):
+        """NET_RECEIVE at arrivals at instances `entry` with weights `w` and
+        events `event` (`t`, ms, and the weight vectors' other elements):
+        `(inc, rate, new)`, see `_PointSpec.increments`."""
         params = {f: x[entry] for f, x in self.params.items()}
-        return self.spec.increments(self, params, jnp.zeros_like(w), w, self.celsius)
+        return self.spec.increments(self, params, w, self.celsius, event)
 
-    def jump(self, entry, w, age):
-        inc, rate = self._increments(entry, w)
-        return {s: inc[s] * jnp.exp(-rate[s] * age) for s in inc}
+    def jump(self, entry, w, age, event=None):
+        inc, rate, new = self._increments(entry, w, event)
+        out = {s: inc[s] * jnp.exp(-rate[s] * age) for s in inc}
+        return out | {"@" + a: x for a, x in new.items()}
 
-    def average(self, entry, w, age, dt):
+    def average(self, entry, w, age, dt, event=None):
         """Each target's increment decayed from its arrival `age` ms before
         the step's end, averaged over the step of `dt` ms."""
-        inc, rate = self._increments(entry, w)
+        inc, rate, _ = self._increments(entry, w, event)
         out = {}
         for s in inc:
             z = rate[s] * age
@@ -157,11 +188,11 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         return out
 
     def in_step_jump(self, dt):
-        return lambda entry, w, age: self.average(entry, w, age, dt)
+        return lambda entry, w, age, event=None: self.average(entry, w, age, dt, event)
 
     def onset_jump(self, dt):
-        def jump(entry, w, age):
-            inc, _ = self._increments(entry, w)
+        def jump(entry, w, age, event=None):
+            inc, _, _ = self._increments(entry, w, event)
             return {in_step_key(s): inc[s] * age / dt for s in inc}
 
         return jump
@@ -176,23 +207,30 @@ class _PointSpec:
         self.derivs, self.derived, self.targets = derivs, derived, targets
         self.counters = counters(module, targets)
         self.recorded = breakpoint_values(module, self.counters)
+        nr = module.net_receive
+        self.vector = nr.params[1:] if nr is not None else ()
 
-    def increments(self, group, params, v, w, celsius):
+    def increments(self, group, params, w, celsius, event=None):
         """NET_RECEIVE's increment of each target at each arrival (from states
-        at zero), and each target's decay rate (/ms; 0 for a counter):
-        `(inc, rate)`."""
-        m = group._vars(params, v, {}, celsius)
+        at zero, at the event's time `event["t"]`, with its NetCon's weight
+        vector `event[name]`), each target's decay rate (/ms; 0 for a
+        counter), and the weight vector's new elements: `(inc, rate, new)`."""
+        z = jnp.zeros_like(w)
+        event = event or {}
+        m = group._vars(params, z, {}, celsius)
         kin = {}
         for d in self.derivs:
             kin |= d(m.copy())
         m0 = m.copy()
-        self.ns["pr_NET_RECEIVE"](m0, w)
+        m0.t = event.get("t", z)
+        lv = self.ns["pr_NET_RECEIVE"](m0, w, *(event.get(a, z) for a in self.vector))
         inc = {s: _runtime.as_n(getattr(m0, py(s)), w) for s in self.targets}
         rate = {
             s: _runtime.as_n(0.0 if s in self.counters else kin[s].rate, w)
             for s in self.targets
         }
-        return inc, rate
+        new = {a: _runtime.as_n(getattr(lv, py(a)), w) for a in self.vector}
+        return inc, rate, new
 
 
 def in_step_key(state: str) -> str:

@@ -45,31 +45,70 @@ def derived_names(module: ir.Module) -> set[str]:
 
 def receive_increments(module: ir.Module) -> dict[str, int]:
     """NET_RECEIVE's targets: state (or `ASSIGNED` counter) → line of its
-    `x = x + expr`."""
+    `x = x + expr`; every other statement checked (see `check_receive`)."""
     nr = module.net_receive
     states = set(module.states)
     counters = set(module.assigned) - _assigned_outside_receive(module)
-    out = {}
-    for s in nr.body:
-        ok = isinstance(s, ir.Assign) and s.target in states | counters
-        if ok:
-            v = s.value
-            ok = isinstance(v, ir.BinOp) and v.op == "+"
-            if ok:
-                x = ir.Name(s.target)
-                rest = v.rhs if v.lhs == x else v.lhs if v.rhs == x else None
-                ok = rest is not None and not (names_in(rest) & states)
-        if not ok:
-            line = getattr(s, "line", nr.line)
-            raise NmodlError(
-                module.path,
-                line,
-                "NET_RECEIVE",
-                "only statements `x = x + expr` adding to a state, or to an "
-                "ASSIGNED that no other block assigns (expr reading the weight "
-                "and parameters, not states) are supported",
+    vector = set(nr.params[1:])
+    local: set[str] = set()
+    out: dict[str, int] = {}
+    plain: dict[str, int] = {}  # ASSIGNED temporaries
+    fx = effects(module)
+    ions = {x for ion in module.ions for x in ion.read + ion.write}
+
+    def fail(s, problem):
+        raise NmodlError(
+            module.path, getattr(s, "line", nr.line), "NET_RECEIVE", problem
+        )
+
+    def reads(s, e, allowed=frozenset()):
+        names = names_in(e)
+        for fn in calls_in(e) & set(fx):
+            names |= fx[fn][0]
+        if "flag" in names - local:
+            fail(s, "`flag` (self-events, net_send) is not supported yet")
+        bad = (names & (states | ions | {"v"})) - allowed - local - vector
+        if bad:
+            fail(
+                s,
+                f"reads {', '.join(sorted(bad))}: a NET_RECEIVE may read its "
+                "arguments, LOCALs, `t` and the parameters, not the states, "
+                "`v` or the ions (its increments are added to states that "
+                "decay exactly from the event's time)",
             )
-        out[s.target] = s.line
+
+    def visit(body):
+        for s in body:
+            if isinstance(s, ir.Local):
+                local.update(s.names)
+            elif isinstance(s, ir.If):
+                reads(s, s.cond)
+                visit(s.body)
+                visit(s.orelse)
+            elif isinstance(s, ir.Assign) and s.target == nr.params[0]:
+                fail(s, f"assigning the weight {s.target} is not supported")
+            elif isinstance(s, ir.Assign) and s.target in local | vector:
+                reads(s, s.value)
+            elif isinstance(s, ir.Assign) and (
+                s.target in states
+                or (s.target in counters and _increment(s) is not None)
+            ):
+                rest = _increment(s)
+                if rest is None or s.target in plain:
+                    fail(s, _FORMS)
+                reads(s, rest)
+                out[s.target] = s.line
+            elif isinstance(s, ir.Assign) and s.target in _temporaries(module):
+                if s.target in out:
+                    fail(s, _FORMS)
+                reads(s, s.value)
+                plain[s.target] = s.line
+            else:
+                fail(s, _FORMS)
+
+    visit(nr.body)
+    if module.net_receive_initial is not None:
+        _check_receive_initial(module, vector)
     if module.ions:
         raise NmodlError(
             module.path,
@@ -78,6 +117,56 @@ def receive_increments(module: ir.Module) -> dict[str, int]:
             "ions in a POINT_PROCESS are not supported yet",
         )
     return out
+
+
+def _increment(s: ir.Assign) -> ir.Expr | None:
+    """`expr` of `x = x + expr` (or `x = expr + x`), else `None`."""
+    v, x = s.value, ir.Name(s.target)
+    if isinstance(v, ir.BinOp) and v.op == "+":
+        return v.rhs if v.lhs == x else v.lhs if v.rhs == x else None
+    return None
+
+
+_FORMS = (
+    "supported statements are `x = x + expr` adding to a state, or to an "
+    "ASSIGNED that no other block assigns; assignments to the weight vector's "
+    "other elements (NET_RECEIVE's arguments after the weight), to LOCALs and "
+    "to ASSIGNEDs no other block reads or assigns; LOCAL and if/else"
+)
+
+
+def _check_receive_initial(module: ir.Module, vector: set[str]) -> None:
+    """NET_RECEIVE's INITIAL may assign the weight vector's elements and its
+    LOCALs only."""
+    body = module.net_receive_initial.body
+    local = {n for q in walk(body) if isinstance(q, ir.Local) for n in q.names}
+    for s in walk(body):
+        if isinstance(s, (ir.Local, ir.If)):
+            continue
+        if not (isinstance(s, ir.Assign) and s.target in vector | local):
+            raise NmodlError(
+                module.path,
+                s.line,
+                "INITIAL",
+                "NET_RECEIVE's INITIAL may only assign the weight vector's "
+                f"elements ({', '.join(sorted(vector)) or 'none'}) and LOCALs",
+            )
+
+
+def _temporaries(module: ir.Module) -> set[str]:
+    """The `ASSIGNED`s that no block but NET_RECEIVE reads or assigns (values it
+    computes on the way, as tmgsyn.mod's `x`)."""
+    used = set()
+    blocks = [module.initial, module.breakpoint, *module.derivatives.values()]
+    bodies = [b.body for b in blocks if b is not None]
+    bodies += [c.body for c in module.callables.values()]
+    for body in bodies:
+        for s in walk(body):
+            for e in _exprs(s):
+                used |= names_in(e)
+            if isinstance(s, ir.Assign):
+                used.add(s.target)
+    return set(module.assigned) - used - set(module.nonspecific)
 
 
 def _assigned_outside_receive(module: ir.Module) -> set[str]:

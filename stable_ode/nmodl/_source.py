@@ -178,6 +178,8 @@ class Source(ReadChecks):
 
     def callable(self, c: ir.Callable):
         em = self.emitter()
+        receive = c is self.module.net_receive
+        em.event_time = receive
         names = set(c.params) | ({c.name} if c.kind == "FUNCTION" else set())
         sc = Scope(names, c.name)
         args = ", ".join(py(p) for p in c.params)
@@ -192,8 +194,19 @@ class Source(ReadChecks):
         em.stmts(c.body, sc)
         if c.kind == "FUNCTION":
             em.out.append(f"    return l.{py(c.name)}")
+        if receive:  # its arguments' new values: the NetCon's weight vector
+            em.out.append("    return l")
         sig = f"m, {args}" if args else "m"
         self.chunks.append(f"def {prefix}{c.name}({sig}):\n" + "\n".join(em.out))
+        blk = self.module.net_receive_initial
+        if receive and blk is not None:
+            em = self.emitter()
+            em.event_time = True
+            em.emit(f'"""NET_RECEIVE\'s INITIAL ({self.label}:{blk.line})"""')
+            em.emit(f"l = Vars({', '.join(init)})")
+            em.stmts(blk.body, Scope(set(c.params), "INITIAL"))
+            em.out.append("    return l")
+            self.chunks.append(f"def net_receive_initial({sig}):\n" + "\n".join(em.out))
 
     def form(self, q: ir.DiffEq, dep: StateDependence):
         rhs = expand(q.rhs, dep.subst)

@@ -134,8 +134,22 @@ DERIVATIVE s { g' = -g/tau }
     "body, construct, line, words",
     [
         ("NET_RECEIVE(w) {\n  net_send(1, 1)\n}\n", "net_send()", 8, "self-events"),
-        ("NET_RECEIVE(w, f) {\n  g = g + w\n}\n", "NET_RECEIVE", 7, "one argument"),
+        (
+            "NET_RECEIVE(w, f) {\n  if (flag == 0) { g = g + w }\n}\n",
+            "flag",
+            8,
+            "not supported yet",
+        ),
         ("NET_RECEIVE(w) {\n  g = 2*g + w\n}\n", "NET_RECEIVE", 8, "x = x + expr"),
+        ("NET_RECEIVE(w) {\n  g = g + w*g\n}\n", "NET_RECEIVE", 8, "reads g"),
+        ("NET_RECEIVE(w) {\n  g = g + w*v\n}\n", "NET_RECEIVE", 8, "reads v"),
+        ("NET_RECEIVE(w) {\n  w = 2\n}\n", "NET_RECEIVE", 8, "the weight w"),
+        (
+            "NET_RECEIVE(w, y) {\n  INITIAL { g = 1 }\n  g = g + w\n}\n",
+            "INITIAL",
+            8,
+            "weight vector's elements (y)",
+        ),
     ],
 )
 def test_unsupported_net_receive(tmp_path, body, construct, line, words):
