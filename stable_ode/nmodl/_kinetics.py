@@ -28,8 +28,10 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import optimistix as optx
 from jaxtyping import Array, Float
 
+from .._linear.blocks import RowBlocks
 from .._math import safe_div
 from ..mechanisms import AbstractCoupledKinetics, AbstractKinetics, MarkovScheme
 from ..mechanisms._scheme import _solve_batched as solve_batched
@@ -221,8 +223,9 @@ class NonlinearScheme(AbstractCoupledKinetics):
       single iteration always, without setting negative states to 0
       (nocmodl passes `linflag` to `sparse` for it): its state-dependent
       rates and `<<` fluxes are explicit, as in NEURON.
-    - `neuron=False`: `NEWTON_ITERATIONS` iterations of Newton's method
-      (the exact Jacobian), to rounding.
+    - `neuron=False`: Newton's method (the exact Jacobian) to rounding, at
+      most `NEWTON_ITERATIONS` iterations, through optimistix
+      (`newton_solve`).
 
     **Error filter:** as `LinearScheme`'s, with `A` the Jacobian of `F` at
     the step's states.
@@ -261,15 +264,15 @@ class NonlinearScheme(AbstractCoupledKinetics):
 
     def _implicit_euler(self, x0, dt, iterations=NEWTON_ITERATIONS, exact=None):
         """`x1` of the implicit Euler step of `dt` from `x0` (`exact`: by
-        Newton's method; default: unless `neuron`)."""
+        Newton's method, `newton_solve`; default: unless `neuron`)."""
         exact = not self.neuron if exact is None else exact
+        if exact:
+            return newton_solve(lambda x: self._residual(x, x0, dt), x0, iterations)
 
         def iteration(carry, _):
             x, done = carry
             delta = self._newton_update(x, x0, dt, exact)
             new = jnp.maximum(x + delta, 0)
-            if exact:
-                return (new, done), None
             x = jnp.where(done[..., None], x, new)
             done = done | (jnp.sum(jnp.abs(delta), axis=-1) <= NEURON_CONVERGE)
             return (x, done), None
@@ -327,6 +330,28 @@ class NonlinearScheme(AbstractCoupledKinetics):
             (x, _), _ = jax.lax.scan(single, (x, passed), None, STEADY_TRIES)
         x = self._implicit_euler(x, STEADY_DT, STEADY_ITERATIONS)
         return tuple(x[..., i] for i in range(len(self.states)))
+
+
+def newton_solve(residual, x0, max_steps: int):
+    """The root of `residual` (`(n, k)` → `(n, k)`, compartments independent)
+    near `x0` by optimistix's `Newton`: each iteration's linear system solved
+    per compartment (`RowBlocks`), iterates kept non-negative (`lower` = 0,
+    as NEURON sets negative states to 0), at most `max_steps` iterations,
+    stopping once the update and the residual are below 100 units in the
+    last place. Its derivative is the implicit function theorem's (the root's,
+    not the iterations'); an iteration that goes non-finite leaves the
+    states non-finite, and the step is rejected."""
+    tol = 100 * float(jnp.finfo(x0.dtype).eps)
+    solver = optx.Newton(rtol=tol, atol=tol, linear_solver=RowBlocks())
+    sol = optx.root_find(
+        lambda x, _: residual(x),
+        solver,
+        x0,
+        options={"lower": jnp.zeros_like(x0)},
+        max_steps=max_steps,
+        throw=False,
+    )
+    return sol.value
 
 
 def nonlinear_scheme(states, flux, m0, row, neuron, linear) -> NonlinearScheme:
