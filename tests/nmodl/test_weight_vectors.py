@@ -11,7 +11,9 @@ against NEURON running the same file: fixed steps (dt 0.025, arrivals on the
 grid, our `BackwardEuler` against `secondorder = 0`) to 1e-8 mV and the
 conductances to 1e-15 µS; off-grid arrivals in adaptive steps against CVODE
 to 1e-5 (relative); NetCons from a cell's threshold crossing equal to the
-same spike times given as a list; gradients against central differences.
+same spike times given as a list; two events of one NetCon inside one step
+applied in turn; a model file running as the Python model; gradients against
+central differences.
 """
 
 import diffrax as dfx
@@ -271,3 +273,38 @@ def test_two_events_of_one_netcon_inside_one_step(tm_syn):
     print(f"g(2.5) = {g[-1]!r}, sequential {want!r}")
     assert g[-1] > 5e-4
     np.testing.assert_allclose(g[-1], want, rtol=1e-12)
+
+
+def test_model_file(tmp_path, tm_syn):
+    """A model file (`nmodl`, `point_processes`, `netcons`) with the weight-
+    vector synapse runs as the Python model does."""
+    import json
+    import shutil
+
+    shutil.copy(OWN / "tmsyn.mod", tmp_path / "tmsyn.mod")
+    netcons = [(0, [1.0, 3.0, 5.0], 1.0, 0.01), (1, [2.0, 2.5], 0.5, 0.006)]
+    model = {
+        "format": "stable_ode.model/1",
+        "t_stop": 8.0,
+        "nmodl": ["tmsyn.mod"],
+        "cells": [{"name": "c", "mechanisms": [{"name": "hh"}],
+                   "sections": [{"name": "soma", "length": 20.0,
+                                 "diameter": 20.0}]}],
+        "point_processes": [
+            {"name": n, "kind": "TMSyn", "cell": "c", "section": "soma",
+             "params": par} for n, par in (("f", FACIL), ("d", DEPRESS))],
+        "netcons": [{"source": {"spike_times": t}, "target": "fd"[k],
+                     "delay": d, "weight": w} for k, t, d, w in netcons],
+        "record": [{"name": "v", "cell": "c", "section": "soma"},
+                   {"name": "g0", "point_process": "f", "variable": "g"}],
+        "integration": {"solver": "backward_euler", "dt": DT},
+    }  # fmt: skip
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(model))
+    got = so.load_spec(path).simulate().recordings
+    want = so.simulate(_model(tm_syn, netcons), 8.0, DT).recordings
+    assert np.max(np.asarray(got["g0"])) > 1e-3
+    for k in ("v", "g0"):
+        np.testing.assert_allclose(
+            np.asarray(got[k]), np.asarray(want[k]), rtol=0, atol=1e-12
+        )
