@@ -1,6 +1,7 @@
 """Reading NEURON's point processes and NetCons: `IClamp`s become `stimuli`;
-`ExpSyn`, `Exp2Syn`, `AlphaSynapse` and `SEClamp` become `point_processes`;
-NetCons from a `NetStim` become `netcons`."""
+`ExpSyn`, `Exp2Syn`, `AlphaSynapse`, `SEClamp` and the `POINT_PROCESS`es of the
+`--nmodl` files become `point_processes`; NetCons from a `NetStim` become
+`netcons`."""
 
 POINT_PROCESSES = {
     "ExpSyn": ("tau", "e"),
@@ -52,9 +53,31 @@ def _site(h, pp, owner: dict, problems: list) -> dict | None:
     return {"cell": where[0], "section": where[1], "position": x}
 
 
-def point_processes(h, trees, problems: list):
+def _imported(classes: dict, kind: str):
+    """The `--nmodl` class of point process `kind`, or `None`."""
+    cls = (classes or {}).get(kind)
+    return cls if hasattr(cls, "make_point_process_group") else None
+
+
+def _imported_params(h, pp, kind: str, cls, problems: list) -> dict | None:
+    """The PARAMETER values of an imported point process (RANGE ones from the
+    instance, GLOBAL ones as NEURON's `name_KIND`), by field."""
+    out = {}
+    for field, name in cls.group_class.spec.fields.items():
+        if hasattr(pp, name):
+            out[field] = float(getattr(pp, name))
+        elif hasattr(h, f"{name}_{kind}"):
+            out[field] = float(getattr(h, f"{name}_{kind}"))
+        else:
+            problems.append(f"point process {pp.hname()}: cannot read {name}")
+            return None
+    return out
+
+
+def point_processes(h, trees, problems: list, classes: dict | None = None):
     """`(stimuli, point_processes, kinds)` of the point processes in the trees'
-    sections; `kinds`: NEURON object name → kind, for the NetCons."""
+    sections (`classes`: the `--nmodl` classes by name, for imported point
+    processes); `kinds`: NEURON object name → kind, for the NetCons."""
     owner = {s: (t.name, t.names[s]) for t in trees for s in t.sections}
     stimuli, processes, kinds = [], [], {}
     seen = set()
@@ -66,11 +89,14 @@ def point_processes(h, trees, problems: list):
                         continue
                     seen.add(pp.hname())
                     kind = _kind(pp)
-                    if kind != "IClamp" and kind not in POINT_PROCESSES:
+                    imported = _imported(classes, kind)
+                    known = kind == "IClamp" or kind in POINT_PROCESSES
+                    if not known and imported is None:
                         problems.append(
                             f"point process {pp.hname()} in {sec.name()}: "
                             f"{kind} is not supported (supported: IClamp, "
-                            f"{', '.join(POINT_PROCESSES)})"
+                            f"{', '.join(POINT_PROCESSES)} and the --nmodl "
+                            "files' POINT_PROCESSes)"
                         )
                         continue
                     site = _site(h, pp, owner, problems)
@@ -87,7 +113,14 @@ def point_processes(h, trees, problems: list):
                             }
                         )
                         continue
-                    params = {p: float(getattr(pp, p)) for p in POINT_PROCESSES[kind]}
+                    if imported is not None:
+                        params = _imported_params(h, pp, kind, imported, problems)
+                        if params is None:
+                            continue
+                    else:
+                        params = {
+                            p: float(getattr(pp, p)) for p in POINT_PROCESSES[kind]
+                        }
                     processes.append(
                         {"name": pp.hname(), "kind": kind, **site, "params": params}
                     )
@@ -113,9 +146,24 @@ def _netstim(ns, label: str, problems: list) -> dict | None:
     }
 
 
-def netcons(h, kinds: dict, problems: list) -> list[dict]:
+def _set_by_initial(cls) -> set[int]:
+    """Which elements of an imported point process's weight vector the
+    INITIAL block inside its NET_RECEIVE sets (recomputed here at the start
+    of a run, whatever NEURON's values)."""
+    module = cls.group_class.spec.module
+    blk = module.net_receive_initial
+    if blk is None:
+        return set()
+    from stable_ode.nmodl._analysis import walk  # (the runner is its own package)
+
+    args = module.net_receive.params
+    targets = {getattr(s, "target", None) for s in walk(blk.body)}
+    return {j for j, a in enumerate(args) if a in targets}
+
+
+def netcons(h, kinds: dict, problems: list, classes: dict | None = None) -> list[dict]:
     """The `netcons` entries of every `NetCon` whose target is a converted
-    point process."""
+    point process (`classes`: the `--nmodl` classes, for imported ones)."""
     out = []
     ncs = h.List("NetCon")
     for i in range(int(ncs.count())):
@@ -136,7 +184,9 @@ def netcons(h, kinds: dict, problems: list) -> list[dict]:
                 f"{label}: its target {name} is not a supported point process"
             )
             continue
-        if kinds[name] not in _TARGETS:
+        imported = _imported(classes, kinds[name])
+        receives = imported is not None and imported.receives_events
+        if kinds[name] not in _TARGETS and not receives:
             problems.append(
                 f"{label}: its target {name} is a {kinds[name]}, which receives no "
                 f"events here"
@@ -161,8 +211,14 @@ def netcons(h, kinds: dict, problems: list) -> list[dict]:
         if source is None:
             continue
         weights = int(nc.wcnt())
-        if weights > 1 and any(float(nc.weight[j]) != 0.0 for j in range(1, weights)):
-            problems.append(f"{label}: weights beyond weight[0] are not supported")
+        recomputed = _set_by_initial(imported) if imported is not None else set()
+        extra = [j for j in range(1, weights) if j not in recomputed]
+        if any(float(nc.weight[j]) != 0.0 for j in extra):
+            problems.append(
+                f"{label}: weight vector elements {extra} are not 0 (only "
+                "weight[0] converts; the elements a NET_RECEIVE INITIAL block "
+                "sets are recomputed)"
+            )
         out.append(
             {
                 "source": source,

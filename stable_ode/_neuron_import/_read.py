@@ -41,7 +41,7 @@ def read_model(h, classes: dict, nmodl: list[str], sections=None, record=None):
         if tree.name in cell_ions:
             cell["ions"] = cell_ions[tree.name]
         cells.append(cell)
-    stimuli, processes, kinds = point_processes(h, trees, problems)
+    stimuli, processes, kinds = point_processes(h, trees, problems, classes)
     model: dict = {
         "format": "stable_ode.model/1",
         "temperature": float(h.celsius),
@@ -56,9 +56,9 @@ def read_model(h, classes: dict, nmodl: list[str], sections=None, record=None):
     model["stimuli"] = stimuli
     if processes:
         model["point_processes"] = processes
-        model["netcons"] = netcons(h, kinds, problems)
+        model["netcons"] = netcons(h, kinds, problems, classes)
     else:
-        netcons(h, kinds, problems)  # every NetCon is still checked
+        netcons(h, kinds, problems, classes)  # every NetCon is still checked
     records = {"soma": _soma_record(trees)}
     records.update(_named_records(trees, record or {}, problems))
     model["record"] = list(records.values())

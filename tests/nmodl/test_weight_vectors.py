@@ -308,3 +308,47 @@ def test_model_file(tmp_path, tm_syn):
         np.testing.assert_allclose(
             np.asarray(got[k]), np.asarray(want[k]), rtol=0, atol=1e-12
         )
+
+
+@pytest.mark.neuron
+def test_from_neuron(neuron_mechanisms):
+    """`from_neuron` converts a NEURON model whose `TMSyn` (from the `--nmodl`
+    file) is driven by a `NetStim`: its PARAMETERs read off the instance, the
+    NetCon's weight vector recomputed by NET_RECEIVE's INITIAL (NEURON's
+    values after `finitialize` are not 0); the converted model's run equals
+    NEURON's (fixed steps, 1e-8 mV)."""
+    from stable_ode._neuron_import import from_neuron, FromNeuronError
+
+    h = neuron_mechanisms
+    soma = h.Section(name="tm_from_neuron")
+    soma.L = soma.diam = 20.0
+    soma.insert("hh")
+    syn = h.TMSyn(soma(0.5))
+    for k, x in (FACIL | dict(u0=0.05)).items():
+        setattr(syn, k, x)
+    ns = h.NetStim()
+    ns.start, ns.number, ns.interval, ns.noise = 1, 5, 2, 0
+    nc = h.NetCon(ns, syn)
+    nc.weight[0], nc.delay = 0.01, 0.5
+    v = h.Vector().record(soma(0.5)._ref_v)
+    h.usetable_hh, h.secondorder, h.dt, h.celsius, h.tstop = 0, 0, DT, 6.3, 14.0
+    h.CVode().active(0)
+    h.v_init = -65.0
+    h.finitialize(h.v_init)
+    assert nc.weight[3] == 0.05  # u, set by NET_RECEIVE's INITIAL
+    h.continuerun(h.tstop)
+    model = from_neuron(nmodl=[OWN / "tmsyn.mod"], sections=[soma])
+    assert model["point_processes"][0]["kind"] == "TMSyn"
+    assert model["point_processes"][0]["params"]["u0"] == 0.05
+    ours = np.asarray(so.load_spec(model).simulate().recordings["soma"])
+    ref = np.array(v)
+    assert ref.max() > 0, "the synapse makes the cell spike"
+    err = float(np.max(np.abs(ours - ref)))
+    print(f"from_neuron TMSyn vs NEURON: {err:.2g} mV")
+    assert err < 1e-8
+    nc.weight[1] = 0.5  # y: set by INITIAL, so not a problem
+    from_neuron(nmodl=[OWN / "tmsyn.mod"], sections=[soma])
+    with pytest.raises(FromNeuronError, match="TMSyn is not supported"):
+        from_neuron(sections=[soma])  # without its .mod file: named
+    del nc, ns, syn
+    h.delete_section(sec=soma)
