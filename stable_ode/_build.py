@@ -320,7 +320,8 @@ def build(
     dup = _duplicates(rec_names)
     if dup:
         raise ValueError(f"duplicate recording names {dup}")
-    ion_table = build_ions(cells, offsets, groups, ions, n, dtype)
+    all_groups = [*groups, *synapse_groups, *pp_groups]  # `MembraneModel.groups`
+    ion_table = build_ions(cells, offsets, all_groups, ions, n, dtype)
     ion_names = [ion.name for ion in ion_table]
     state_recs = [
         r

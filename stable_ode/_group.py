@@ -247,3 +247,17 @@ class MechanismGroup(AbstractStateGroup):
         (`AbstractMechanism.range_variables`)."""
         env = self.environment(model, ions)
         return self.mechanism.range_variables(self.take(v), states, env)
+
+
+def ion_uses(group) -> tuple:
+    """The `UseIon`s of `group`: its mechanism's (a `MechanismGroup`), or the
+    group's own `ions` (an imported point process's `USEION`s), else none."""
+    if isinstance(group, MechanismGroup):
+        return tuple(group.mechanism.ions)
+    return tuple(getattr(group, "ions", ()))
+
+
+def uses_ions(group) -> bool:
+    """Whether `group` reads or writes ion variables (and so takes the model's
+    ions, `{name: IonView}`, in `kinetics`, `current` and `init_states`)."""
+    return bool(ion_uses(group))

@@ -10,6 +10,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ._errors import InvalidArgument
+from ._group import ion_uses
 from .mechanisms._ions import (
     ion_defaults,
     ion_value_problems,
@@ -118,9 +119,9 @@ def build_ions(cells, offsets, groups, settings, n: int, dtype) -> tuple[BuiltIo
         _check_species(name, sp)
     uses: dict[str, list] = {}
     for g, group in enumerate(groups):
-        mech = group.mechanism
-        mname = type(mech).__name__
-        for k, use in enumerate(getattr(mech, "ions", ())):
+        mech = getattr(group, "mechanism", None)
+        mname = type(mech).__name__ if mech is not None else group.name
+        for k, use in enumerate(ion_uses(group)):
             uses.setdefault(_check_use(mname, k, use).ion, []).append((g, mname, use))
     cell_settings = [
         (cell, m, st)
@@ -238,10 +239,10 @@ def concentration_views(model, states=None) -> dict[str, IonView]:
         ci, co = ion.inside, ion.outside
         if states is not None:
             for g, name in ion.writes_inside:
-                group = model.mechanisms[g]
+                group = model.groups[g]
                 ci = group.put(ci, _written(group, states[g], name))
             for g, name in ion.writes_outside:
-                group = model.mechanisms[g]
+                group = model.groups[g]
                 co = group.put(co, _written(group, states[g], name))
         e = ion.reversal_at(ci, co, ion.reversal, model.celsius)
         views[ion.name] = IonView(
@@ -262,8 +263,11 @@ def current_views(model, v, states, views, v_solve=None):
     cache = {}
     totals = {name: view.current for name, view in views.items()}
     for g in groups:
-        group = model.mechanisms[g]
-        parts = group.currents(model, v, states[g], views, v_solve)
+        group = model.groups[g]
+        if group.point_current:  # (an imported point process: nA → mA/cm²)
+            parts = group.ion_densities(model, v, states[g], views, v_solve)
+        else:
+            parts = group.currents(model, v, states[g], views, v_solve)
         cache[g] = parts
         for key, val in parts.items():
             if key in totals:
@@ -283,11 +287,7 @@ def current_views(model, v, states, views, v_solve=None):
 
 def reads_current(model) -> bool:
     """Whether any mechanism of `model` reads an ion current (`i<ion>`)."""
-    return any(
-        f"i{u.ion}" in u.read
-        for group in model.mechanisms
-        for u in group.mechanism.ions
-    )
+    return any(f"i{u.ion}" in u.read for group in model.groups for u in ion_uses(group))
 
 
 def check_variable(rec, ion_table) -> str:

@@ -14,7 +14,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-from ._group import AbstractStateGroup, MechanismGroup
+from ._group import AbstractStateGroup, MechanismGroup, uses_ions
 from ._ion_table import (
     BuiltIon,
     concentration_views,
@@ -183,7 +183,10 @@ class MembraneModel(eqx.Module):
         for k, (group, x) in enumerate(zip(self.groups, states)):
             if group.point_current:
                 point = jnp.zeros_like(v) if point is None else point
-                point = group.add_current(self, point, v, x)
+                if views is not None and _ionic(group):
+                    point = group.add_current(self, point, v, x, views)
+                else:
+                    point = group.add_current(self, point, v, x)
             elif k in cache:
                 parts = list(cache[k].values())
                 total = parts[0]
@@ -260,5 +263,6 @@ class MembraneModel(eqx.Module):
 
 
 def _ionic(group) -> bool:
-    """Whether `group` is a mechanism group whose mechanism uses ions."""
-    return isinstance(group, MechanismGroup) and group.uses_ions
+    """Whether `group` uses ions (a mechanism group whose mechanism does, or
+    an imported point process with `USEION`)."""
+    return uses_ions(group)

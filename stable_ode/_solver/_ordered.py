@@ -33,7 +33,7 @@ with) takes the former path, all groups from the states of the step's start,
 with identical results.
 """
 
-from .._group import MechanismGroup
+from .._group import ion_uses, uses_ions
 from .._ion_table import reads_current
 from .._state import group_states, State
 from ..mechanisms import IonView
@@ -41,11 +41,11 @@ from ..mechanisms._scheme import map_kinetics
 from ._staggered import advance
 
 
-def _concentrations(group: MechanismGroup) -> tuple[set, set]:
+def _concentrations(group) -> tuple[set, set]:
     """The `(ion, side)` concentrations (`side` "i" or "o") that `group`'s
-    mechanism reads, and those it writes."""
+    mechanism (or point process) reads, and those it writes."""
     reads, writes = set(), set()
-    for use in group.mechanism.ions:
+    for use in ion_uses(group):
         for side in ("i", "o"):
             name = f"{use.ion}{side}"
             if name in use.write:
@@ -71,15 +71,15 @@ def neuron_order(model) -> tuple[tuple[int, ...], frozenset[int]] | None:
         return (0, -kind, g) if _concentrations(mechs[g])[1] else (1, kind, g)
 
     order = sorted(range(len(mechs)), key=key)
+    rest = tuple(range(len(mechs), len(model.groups)))
     readers, written = set(), set()
-    for g in order:
-        reads, writes = _concentrations(mechs[g])
+    for g in (*order, *rest):  # (point processes write no concentration)
+        reads, writes = _concentrations(model.groups[g])
         if reads & written:
             readers.add(g)
         written |= writes
     if not readers:
         return None
-    rest = tuple(range(len(mechs), len(model.groups)))
     return tuple(order) + rest, frozenset(readers)
 
 
@@ -91,9 +91,9 @@ def _with_concentrations(model, views, states) -> dict[str, IonView]:
         view = views[ion.name]
         ci, co = view.inside, view.outside
         for g, name in ion.writes_inside:
-            ci = model.mechanisms[g].put(ci, states[g][name])
+            ci = model.groups[g].put(ci, states[g][name])
         for g, name in ion.writes_outside:
-            co = model.mechanisms[g].put(co, states[g][name])
+            co = model.groups[g].put(co, states[g][name])
         out[ion.name] = IonView(
             inside=ci,
             outside=co,
@@ -126,7 +126,7 @@ def advance_in_order(model, v1, y0: State, dt):
         group, x = groups[g], y0.groups[g]
         if g in readers:
             k = group.kinetics(model, v1, x, _with_concentrations(model, views, new))
-        elif isinstance(group, MechanismGroup) and group.uses_ions:
+        elif uses_ions(group):
             k = group.kinetics(model, v1, x, views)
         else:
             k = group.kinetics(model, v1, x)
@@ -158,7 +158,7 @@ def init_in_order(model, v):
         group = groups[g]
         if g in readers:
             new[g] = group.init_states(model, v, _initial_views(model, base, new))
-        elif isinstance(group, MechanismGroup) and group.uses_ions:
+        elif uses_ions(group):
             new[g] = group.init_states(model, v, base)
         else:
             new[g] = group.init_states(model, v)
@@ -175,10 +175,10 @@ def _initial_views(model, views, states) -> dict[str, IonView]:
         ci, co = view.inside, view.outside
         for g, name in ion.writes_inside:
             if states[g] is not None:
-                ci = model.mechanisms[g].put(ci, states[g][name])
+                ci = model.groups[g].put(ci, states[g][name])
         for g, name in ion.writes_outside:
             if states[g] is not None:
-                co = model.mechanisms[g].put(co, states[g][name])
+                co = model.groups[g].put(co, states[g][name])
         e = ion.reversal_at(ci, co, view.reversal, model.celsius)
         out[ion.name] = IonView(
             inside=ci,

@@ -182,6 +182,10 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
         _field_name(module.path, module.lines.get(p), p): p for p in module.parameters
     }
     ions = _use_ions(module)
+    if module.point_process:
+        from ._point_analysis import check_point_ions
+
+        check_point_ions(module)
     writes_conc = {
         x
         for ion in module.ions
@@ -314,7 +318,7 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
     if module.point_process:
         from ._point import make_point_class
 
-        return make_point_class(module, fields, ns, derivs, info)
+        return make_point_class(module, fields, ns, derivs, info, _use_ions)
     namespace = {
         "__annotations__": {f: Float[ArrayLike, "*n"] for f in fields},
         **{f: module.parameters[p] for f, p in fields.items()},

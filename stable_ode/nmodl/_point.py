@@ -28,10 +28,17 @@ vectorised group (`AbstractNmodlPointGroup`, an
   bounded `tau1`) are recomputed from the parameters wherever the other
   blocks read them.
 
+- `USEION`: the ion variables it reads come from the model's ions at its
+  compartments (`{name: IonView}` passed as `ions`, as to the mechanism
+  groups); the ion currents it writes (nA) join its compartments' ion
+  currents as densities (`ion_densities`), and its total current (the
+  nonspecific and the ion currents) drives the voltage.
+
 Not supported (one `NmodlError` each): `net_send` and other event functions,
 `flag`, statements in NET_RECEIVE other than those above (see
-`_point_analysis.receive_increments`), `USEION` in a point process, a
-`NET_RECEIVE` target whose decay rate depends on `v` or a state.
+`_point_analysis.receive_increments`), a point process writing a
+concentration, a `NET_RECEIVE` target whose decay rate depends on `v` or a
+state.
 """
 
 from typing import ClassVar
@@ -68,10 +75,23 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
     # NET_RECEIVE sees the event (its time `t`, its NetCon's weight vector)
     netcon_states: ClassVar[bool] = True
 
-    def _vars(self, params, v, states, celsius, geometry=None):
+    @property
+    def uses_ions(self) -> bool:
+        return bool(self.ions)
+
+    def _vars(self, params, v, states, celsius, geometry=None, ions=None):
+        """The file's variables for entries with parameters `params` at
+        voltages `v`: `ions`, the values of the ion variables it reads
+        (`spec.ion_reads`: name → `(n,)`), NaN where not given (so that a
+        value computed without them cannot pass for a number)."""
         sp = self.spec
         values = {p: params[f] for f, p in sp.fields.items()}
         values |= {a: 0.0 for a in sp.module.assigned}
+        for x, (_, _, read) in sp.ion_reads.items():
+            given = ions is not None and x in ions
+            values[x] = (
+                ions[x] if given else (jnp.full_like(v, jnp.nan) if read else 0.0)
+            )
         values |= {s: jnp.zeros_like(v) for s in sp.module.states}
         held = set(sp.module.states) | set(sp.counters)
         values |= {k: x for k, x in states.items() if k in held}
@@ -86,14 +106,22 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
                 setattr(m, py(k), getattr(m0, py(k)))
         return m
 
-    def _model_vars(self, model, v, states):
+    def _model_vars(self, model, v, states, ions=None):
         geometry = dict(diam=model.diameter[self.index])
         if model.area is not None:
             geometry["area"] = model.area[self.index] * 1e8
-        return self._vars(self.params, v[self.index], states, model.celsius, geometry)
+        values = None
+        if ions is not None:  # the model's ions: `{name: IonView}`, all compartments
+            values = {
+                x: getattr(ions[ion], attr)[self.index]
+                for x, (ion, attr, read) in self.spec.ion_reads.items()
+                if read
+            }
+        vi = v[self.index]
+        return self._vars(self.params, vi, states, model.celsius, geometry, values)
 
-    def kinetics(self, model, v, states):
-        m = self._model_vars(model, v, states)
+    def kinetics(self, model, v, states, ions=None):
+        m = self._model_vars(model, v, states, ions)
         out = {}
         for d in self.spec.derivs:
             out |= d(m)
@@ -102,21 +130,47 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         held += tuple(k for k in states if k.startswith((NETCON, CELL_NETCON)))
         return out | {k: Held() for k in held}
 
-    def current(self, model, v, states):
+    def currents(self, model, v, states, ions=None, v_solve=None):
+        """The current split as the ions' are: `{ion: ..., "nonspecific": ...}`,
+        each nA (outward) per entry."""
+        del v_solve
         # the arrivals inside the step, as their mean over it (`average`)
         states = states | {
             s: states[s] + states[in_step_key(s)] for s in self.spec.targets
         }
-        m = self._model_vars(model, v, states)
+        m = self._model_vars(model, v, states, ions)
         self.spec.ns["breakpoint"](m)
         vi = v[self.index]
         i = [_runtime.as_n(getattr(m, py(x)), vi) for x in self.spec.module.nonspecific]
-        return sum(i[1:], i[0]) if i else jnp.zeros_like(vi)
+        out = {"nonspecific": sum(i[1:], i[0]) if i else jnp.zeros_like(vi)}
+        for ion, x in self.spec.ion_writes:
+            out[ion] = _runtime.as_n(getattr(m, py(x)), vi)
+        return out
 
-    def init_states(self, model, v):
+    def current(self, model, v, states, ions=None, v_solve=None):
+        parts = list(self.currents(model, v, states, ions, v_solve).values())
+        return sum(parts[1:], parts[0])
+
+    def ion_densities(self, model, v, states, ions=None, v_solve=None):
+        """The ion currents as densities of the compartments (mA/cm²): what
+        `MembraneModel`'s ion table sums (NEURON adds a point process's `ica`,
+        nA, to its segment's `ica` over the segment's area)."""
+        parts = self.currents(model, v, states, ions, v_solve)
+        area = model.area[self.index]
+        return {k: 1e-6 * x / area for k, x in parts.items() if k != "nonspecific"}
+
+    def add_current(self, model, i, v, states, ions=None, v_solve=None):
+        return i.at[self.index].add(self.current(model, v, states, ions, v_solve))
+
+    def add_to(self, x, y):
+        """`x` (all compartments) with `y` (per entry) added at the entries'
+        compartments."""
+        return x.at[self.index].add(y)
+
+    def init_states(self, model, v, ions=None):
         sp = self.spec
         start = {s: sp.module.state_start[s] for s in sp.module.states}
-        m = self._model_vars(model, v, start)
+        m = self._model_vars(model, v, start, ions)
         sp.ns["initial"](m)
         vi = v[self.index]
         held = (*sp.module.states, *sp.counters)
@@ -206,7 +260,24 @@ class _PointSpec:
         self.module, self.fields, self.ns = module, fields, ns
         self.derivs, self.derived, self.targets = derivs, derived, targets
         self.counters = counters(module, targets)
-        self.recorded = breakpoint_values(module, self.counters)
+        # (BREAKPOINT's values are recorded at the step's end without the
+        # ions: not for a file that uses ions)
+        self.recorded = () if module.ions else breakpoint_values(module, self.counters)
+        self.ion_reads = {
+            x: (
+                ion.name,
+                {f"e{ion.name}": "reversal", f"{ion.name}i": "inside",
+                 f"{ion.name}o": "outside", f"i{ion.name}": "current"}[x],
+                x in ion.read,
+            )
+            for ion in module.ions
+            for x in ion.read + ion.write
+        }  # fmt: skip
+        self.ion_writes = tuple(
+            (ion.name, f"i{ion.name}")
+            for ion in module.ions
+            if f"i{ion.name}" in ion.write
+        )
         nr = module.net_receive
         self.vector = nr.params[1:] if nr is not None else ()
 
@@ -239,7 +310,7 @@ def in_step_key(state: str) -> str:
     return f"in_step:{state}"
 
 
-def make_point_class(module, fields, ns, derivs, info):
+def make_point_class(module, fields, ns, derivs, info, use_ions):
     """The user-facing class of point process `module` (fields: site, the
     `PARAMETER`s, name) and its group class."""
     targets = receive_increments(module) if module.net_receive is not None else {}
@@ -262,6 +333,7 @@ def make_point_class(module, fields, ns, derivs, info):
             "kind": eqx.field(static=True, default=name),
             "recordable": (*module.states, *spec.counters, *spec.recorded),
             "spec": spec,
+            "ions": use_ions(module),
             "in_step": bool(targets),
             "in_step_states": tuple(in_step_key(s) for s in targets),
             "nmodl": info,

@@ -109,14 +109,23 @@ def receive_increments(module: ir.Module) -> dict[str, int]:
     visit(nr.body)
     if module.net_receive_initial is not None:
         _check_receive_initial(module, vector)
-    if module.ions:
-        raise NmodlError(
-            module.path,
-            module.ions[0].line,
-            "USEION",
-            "ions in a POINT_PROCESS are not supported yet",
-        )
     return out
+
+
+def check_point_ions(module: ir.Module) -> None:
+    """A point process may read ion variables and write ion currents (nA,
+    added to its compartment's), not concentrations."""
+    for ion in module.ions:
+        for x in ion.write:
+            if x in (f"{ion.name}i", f"{ion.name}o"):
+                raise NmodlError(
+                    module.path,
+                    ion.line,
+                    "USEION",
+                    f"a POINT_PROCESS writing the concentration {x} is not "
+                    "supported yet (reading ion variables and writing "
+                    f"i{ion.name} is)",
+                )
 
 
 def _increment(s: ir.Assign) -> ir.Expr | None:
