@@ -127,9 +127,9 @@ def _deliver(
         own = {k: x for k, x in states.items() if k.startswith(NETCON)}
         event |= {k[len(NETCON) :]: x[nc] for k, x in own.items()}
         incs = jump(entry, w, age, event)
-        same = (nc[:, None] == nc[None, :]) & mask[:, None] & mask[None, :]
-        twice = jnp.sum(same) > jnp.sum(mask)
-        overflow = overflow | twice
+        if own:  # a NetCon's states are read before the window: once per window
+            same = (nc[:, None] == nc[None, :]) & mask[:, None] & mask[None, :]
+            overflow = overflow | (jnp.sum(same) > jnp.sum(mask))
     else:
         incs = jump(entry, w, age)
     out = dict(states)

@@ -373,3 +373,24 @@ def test_off_grid_spike_times_into_an_imported_point_process(mechs):
     r = {k: np.asarray(x) for k, x in out.recordings.items()}
     assert r["imported"].max() > 0, "the synapse makes the cell spike"
     np.testing.assert_allclose(r["imported"], r["builtin"], rtol=0, atol=1e-12)
+
+
+def test_two_arrivals_of_one_netcon_in_one_step(mechs):
+    """Two arrivals of one NetCon inside one fixed step (2.005 and 2.015 ms)
+    into an imported `Exp2Syn` (no weight vector) are added together in that
+    step, as into the built-in one: no step is retried, and the two cells
+    (each in a model of its own) agree to rounding."""
+    par = dict(tau1=0.5, tau2=3.0, e=0.0)
+    out = {}
+    for name, kind in (("imported", mechs["Exp2Syn"]), ("builtin", so.Exp2Syn)):
+        cell = so.Cell(name, [so.Section("soma", 20.0, 20.0)], [so.Insert(so.HH())])
+        site = so.Site(name, "soma", 0.5)
+        syn = kind(site, **par, name="s")
+        nc = so.NetCon(so.SpikeTimes([1.005, 1.015]), syn, delay=1.0, weight=0.004)
+        model = so.build([cell], point_processes=[syn], netcons=[nc],
+                         recordings=[so.Recording("v", site)])  # fmt: skip
+        sim = so.simulate(model, 6.0, DT, solver=so.BackwardEuler())
+        assert int(sim.stats["num_steps"]) == round(6.0 / DT), name
+        out[name] = np.asarray(sim.recordings["v"])
+    assert out["imported"].max() > -60
+    np.testing.assert_allclose(out["imported"], out["builtin"], rtol=0, atol=1e-12)
