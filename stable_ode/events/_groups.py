@@ -229,7 +229,7 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
             out = _deliver(self.arrivals, out, t0, t1, t1, span, False, jump, own)
         return out
 
-    def after_step(self, t0, t1, v1, states, span):
+    def after_step(self, t0, t1, v1, states, span, ions=None):
         del t0
         t_done = states["t_delivered"][0]
         own = self.netcon_states
@@ -241,12 +241,14 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         )
         if self.in_step:  # in the states now
             out |= {k: jnp.zeros_like(out[k]) for k in self.in_step_states}
-        return self.with_current(v1, out)
+        return self.with_current(v1, out, ions)
 
-    def with_current(self, v, states):
+    def with_current(self, v, states, ions=None):
         """`states` with their recorded current at voltages `v` (mV, all
-        compartments), if the group records one (none by default)."""
-        del v
+        compartments), if the group records one (none by default); `ions`:
+        the model's ions there (`{name: IonView}`), for a group that uses
+        them."""
+        del v, ions
         return states
 
     def jump_times(self, dtype):
@@ -302,7 +304,8 @@ class ExpSynGroup(AbstractArrivalGroup):
     def cell_arrivals(self):
         return self.cell
 
-    def with_current(self, v, states):
+    def with_current(self, v, states, ions=None):
+        del ions
         return {**states, "i": self.current(None, v, states)}
 
 
@@ -373,7 +376,8 @@ class Exp2SynGroup(AbstractArrivalGroup):
     def cell_arrivals(self):
         return self.cell
 
-    def with_current(self, v, states):
+    def with_current(self, v, states, ions=None):
+        del ions
         return {**states, "i": self.current(None, v, states)}
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from jaxtyping import Array
 
 from .._controller._wrapped import AbstractWrappedController
+from .._group import uses_ions
 from .._results import RESULTS
 from .._solver._wrapped import AbstractWrappedSolver
 from .._state import group_states, State
@@ -118,17 +119,24 @@ class EventSteps(AbstractWrappedSolver):
         v1 = y1.v
         y1 = _detect(model, t0, t1, y0.v, y1)
         ring1 = _spikes(model, y1)
+        # the ions at the step's end, for point processes that use them
+        ionic = any(uses_ions(g) for g in model.point_processes)
+        views = model.ion_views(v1, y1.groups) if ionic else None
 
         def after(g, x):
             if isinstance(g, (ThresholdSources, SpikeLog)):
                 return x
-            y = g.after_step(t0, t1, v1, x, span)
+            ions = views if uses_ions(g) else None
+            if ions is None:
+                y = g.after_step(t0, t1, v1, x, span)
+            else:
+                y = g.after_step(t0, t1, v1, x, span, ions=ions)
             cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
             if cell is None or ring1 is None:
                 return y
             part = (x["t_delivered"][0], t1, t1, False, g.jump)
             y = cell.deliver(y, ring1, [part], g.netcon_states)
-            return g.with_current(v1, y)
+            return g.with_current(v1, y, ions)
 
         y1 = _hook(model, y1, after)
         return y1, y_error, dense, (inner, t_start), result

@@ -110,15 +110,21 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         geometry = dict(diam=model.diameter[self.index])
         if model.area is not None:
             geometry["area"] = model.area[self.index] * 1e8
-        values = None
-        if ions is not None:  # the model's ions: `{name: IonView}`, all compartments
-            values = {
-                x: getattr(ions[ion], attr)[self.index]
-                for x, (ion, attr, read) in self.spec.ion_reads.items()
-                if read
-            }
         vi = v[self.index]
-        return self._vars(self.params, vi, states, model.celsius, geometry, values)
+        ions = self._ions(ions)
+        return self._vars(self.params, vi, states, model.celsius, geometry, ions)
+
+    def _ions(self, ions):
+        """The ion variables the file reads, at the entries' compartments,
+        from the model's ions `ions` (`{name: IonView}`, all compartments), or
+        `None`."""
+        if ions is None:
+            return None
+        return {
+            x: getattr(ions[ion], attr)[self.index]
+            for x, (ion, attr, read) in self.spec.ion_reads.items()
+            if read
+        }
 
     def kinetics(self, model, v, states, ions=None):
         m = self._model_vars(model, v, states, ions)
@@ -184,7 +190,7 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         if sp.vector and self.cell is not None:
             c = self.cell
             out |= self._receive_initial(CELL_NETCON, c.entry, c.weight, model.celsius)
-        return self.with_current(v, out)
+        return self.with_current(v, out, ions)
 
     def _receive_initial(self, prefix, entry, w, celsius):
         """The weight vectors of NetCons into instances `entry` with weights
@@ -204,15 +210,16 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
     def cell_arrivals(self):
         return self.cell
 
-    def with_current(self, v, states):
+    def with_current(self, v, states, ions=None):
         """`states` with the BREAKPOINT values a recording may name
-        (`spec.recorded`) at voltages `v` (mV, all compartments): at the
-        step's end, as the built-in synapses' `i`."""
+        (`spec.recorded`) at voltages `v` (mV, all compartments) and the
+        model's ions `ions` (`{name: IonView}`, for a file that uses them):
+        at the step's end, as the built-in synapses' `i`."""
         names = self.spec.recorded
         if not names:
             return states
         vi = v[self.index]
-        m = self._vars(self.params, vi, states, self.celsius)
+        m = self._vars(self.params, vi, states, self.celsius, None, self._ions(ions))
         self.spec.ns["breakpoint"](m)
         return states | {x: _runtime.as_n(getattr(m, py(x)), vi) for x in names}
 
@@ -260,9 +267,7 @@ class _PointSpec:
         self.module, self.fields, self.ns = module, fields, ns
         self.derivs, self.derived, self.targets = derivs, derived, targets
         self.counters = counters(module, targets)
-        # (BREAKPOINT's values are recorded at the step's end without the
-        # ions: not for a file that uses ions)
-        self.recorded = () if module.ions else breakpoint_values(module, self.counters)
+        self.recorded = breakpoint_values(module, self.counters)
         self.ion_reads = {
             x: (
                 ion.name,

@@ -218,7 +218,8 @@ def breakpoint_values(module: ir.Module, held) -> tuple[str, ...]:
         elif isinstance(q, ir.CallStmt) and q.fn in fx:
             out |= fx[q.fn][1]
     visible = set(module.range_names) | set(module.nonspecific)
-    keep = (out & set(module.assigned) & visible) - set(held)
+    written = {x for ion in module.ions for x in ion.write}  # `ica`, nA
+    keep = (out & (set(module.assigned) | written) & visible) - set(held)
     return tuple(sorted(keep))
 
 

@@ -5,8 +5,9 @@ fills and `eca` follows Nernst.
 
 An HH compartment (L = diam = 20 µm, 6.3 °C) with the pool and the synapse,
 driven by three events; against NEURON running the same files (fixed steps,
-dt 0.025, `BackwardEuler` against `secondorder = 0`): v to 1e-8 mV and `cai`
-to 1e-13 mM (measured 1.8e-11 mV, 1.4e-15 mM of a rise to 0.042 mM).
+dt 0.025, `BackwardEuler` against `secondorder = 0`): v to 1e-8 mV, `cai`
+to 1e-13 mM (measured 1.8e-11 mV, 1.4e-15 mM of a rise to 0.042 mM), and the
+synapse's recorded `ica` and `i` to 1e-9 nA under the one-step rule.
 """
 
 import diffrax as dfx
@@ -42,6 +43,7 @@ def _model(mechs, dtype=None):
     syn = mechs["CaSyn"](site, **PARAMS, name="s")
     nc = so.NetCon(so.SpikeTimes(SPIKES), syn, delay=DELAY, weight=WEIGHT)
     rec = [so.Recording("v", site), so.Recording("cai", site, "cai")]
+    rec += [so.PointRecording(x, syn, x) for x in ("ica", "i", "g")]
     return so.build([cell], point_processes=[syn], netcons=[nc], recordings=rec,
                     dtype=dtype)  # fmt: skip
 
@@ -62,6 +64,7 @@ def test_against_neuron(mechs, neuron_mechanisms):
     nc.weight[0] = WEIGHT
     v = h.Vector().record(sec(0.5)._ref_v)
     cai = h.Vector().record(sec(0.5)._ref_cai)
+    currents = {x: h.Vector().record(getattr(syn, f"_ref_{x}")) for x in ("ica", "i")}
     h.CVode().active(0)
     h.usetable_hh, h.secondorder, h.dt, h.celsius = 0, 0, DT, 6.3
     h.finitialize(-65.0)
@@ -77,6 +80,18 @@ def test_against_neuron(mechs, neuron_mechanisms):
     dc = float(np.max(np.abs(ours["cai"] - cai)))
     print(f"CaSyn + capool vs NEURON: {dv:.2g} mV, cai {dc:.2g} mM")
     assert dv < 1e-8 and dc < 1e-13
+    # BREAKPOINT's `ica` and `i` (nA): NEURON computes them at the start of a
+    # step, so its sample k+1 is ours at k (the step's end), except at the
+    # arrivals' samples (NEURON's holds the events delivered at t_k)
+    t = np.arange(round(T1 / DT) + 1) * DT
+    arrivals = np.asarray(SPIKES) + DELAY
+    keep = np.all(np.abs(t[:-1, None] - arrivals) > 1e-9, axis=1)
+    for x, theirs in currents.items():
+        theirs = np.array(theirs)
+        assert np.max(np.abs(theirs)) > 1e-3
+        di = float(np.max(np.abs(ours[x][:-1] - theirs[1:])[keep]))
+        print(f"CaSyn {x} vs NEURON: {di:.2g} nA")
+        assert di < 1e-9
     del nc, syn
     h.delete_section(sec=sec)
 

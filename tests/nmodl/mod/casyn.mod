@@ -7,7 +7,7 @@ NEURON {
     POINT_PROCESS CaSyn
     USEION ca READ eca WRITE ica
     NONSPECIFIC_CURRENT i
-    RANGE tau, e, frac
+    RANGE tau, e, frac, ica
 }
 
 UNITS {
