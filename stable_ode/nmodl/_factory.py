@@ -316,7 +316,7 @@ def make_class(module: ir.Module, neuron_schemes: bool = True):
         functions=ns,
     )
     if module.point_process:
-        from ._point import make_point_class
+        from ._point_class import make_point_class
 
         return make_point_class(module, fields, ns, derivs, info, _use_ions)
     namespace = {

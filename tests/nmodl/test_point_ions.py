@@ -99,7 +99,7 @@ def test_against_neuron(mechs, neuron_mechanisms):
 def test_adaptive_and_gradient(mechs):
     """Adaptive CrankNicolson (whose kinetics see the ions too) agrees with
     fixed steps to their dt error; d(final cai)/d(weight, frac) against
-    central differences (float64); finite in float32."""
+    central differences (float64)."""
     model = _model(mechs)
     fixed = np.asarray(so.simulate(model, T1, DT).recordings["cai"])
     ctl = dfx.PIDController(rtol=1e-7, atol=1e-9)
@@ -112,8 +112,8 @@ def test_adaptive_and_gradient(mechs):
         par = m.point_processes[0].params | {"frac": p[1:2]}
         return eqx.tree_at(lambda m: m.point_processes[0].params, m, par)
 
-    def loss(p):
-        out = so.simulate(with_params(model, p), 10.0, DT).recordings["cai"]
+    def loss(p):  # (the fixed run's t1: one compiled forward solve)
+        out = so.simulate(with_params(model, p), T1, DT).recordings["cai"]
         return out[-1] * 1e3
 
     p0 = jnp.asarray([WEIGHT, 0.2])
@@ -122,9 +122,6 @@ def test_adaptive_and_gradient(mechs):
     print("grad", grad, "fd", fd)
     assert np.all(np.abs(grad) > 1e-3)
     np.testing.assert_allclose(grad, fd, rtol=1e-5)
-    model = _model(mechs, dtype=jnp.float32)
-    g32 = jax.grad(loss)(p0.astype(jnp.float32))
-    assert np.all(np.isfinite(g32))
 
 
 def test_writing_a_concentration_is_an_error(tmp_path):

@@ -213,9 +213,9 @@ def test_threshold_sources_equal_spike_lists(tm_syn):
 
 
 def test_gradients_through_weight_vectors(tm_syn):
-    """d(sum of v)/d(weight, delay) of a NetCon and d/d(U, tau_rec) of the
-    facilitating synapse against central differences (float64, fixed steps,
-    off-grid arrivals); finite in float32."""
+    """d(sum of v)/d(weight, delay) of a NetCon and d/dU of the facilitating
+    synapse against central differences (float64, fixed steps, off-grid
+    arrivals); finite in float32."""
     model = _model(tm_syn, OFF_GRID, post="pas")
 
     def with_params(m, p):
@@ -226,13 +226,13 @@ def test_gradients_through_weight_vectors(tm_syn):
                         arr.delay.at[0].set(p[1]))  # fmt: skip
         par = m.point_processes[0].params
         par = par | {"U": par["U"].at[0].set(p[2])}
-        par = par | {"tau_rec": par["tau_rec"].at[0].set(p[3])}
         return eqx.tree_at(lambda m: m.point_processes[0].params, m, par)
 
+    @jax.jit
     def loss(p):
-        return jnp.sum(so.simulate(with_params(model, p), 10.0, DT).recordings["v"])
+        return jnp.sum(so.simulate(with_params(model, p), 8.0, DT).recordings["v"])
 
-    p0 = jnp.asarray([0.01, 0.37, 0.04, 100.0])
+    p0 = jnp.asarray([0.01, 0.37, 0.04])
     grad = np.asarray(jax.grad(loss)(p0))
     fd = finite_difference_grad(loss, p0, eps=1e-6)
     print("grad", grad, "fd", fd)

@@ -1,0 +1,187 @@
+"""The classes `load_nmodl` returns for `POINT_PROCESS` files: `make_point_class`
+builds the user-facing class (fields: site, the file's `PARAMETER`s, name) and
+its group class (an `AbstractNmodlPointGroup`, `stable_ode.nmodl._point`), with
+the `_PointSpec` both read."""
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from .._stimulus import Site
+from ..events._arrivals import Arrivals, CellArrivals
+from . import _runtime
+from ._codegen import py
+from ._errors import NmodlError
+from ._point import AbstractNmodlPointGroup, in_step_key
+from ._point_analysis import (
+    breakpoint_values,
+    counters,
+    derived_names,
+    receive_increments,
+)
+
+
+class _PointSpec:
+    """What the group of one imported point process needs (a class attribute,
+    static)."""
+
+    def __init__(self, module, fields, ns, derivs, derived, targets):
+        self.module, self.fields, self.ns = module, fields, ns
+        self.derivs, self.derived, self.targets = derivs, derived, targets
+        self.counters = counters(module, targets)
+        self.recorded = breakpoint_values(module, self.counters)
+        self.ion_reads = {
+            x: (
+                ion.name,
+                {f"e{ion.name}": "reversal", f"{ion.name}i": "inside",
+                 f"{ion.name}o": "outside", f"i{ion.name}": "current"}[x],
+                x in ion.read,
+            )
+            for ion in module.ions
+            for x in ion.read + ion.write
+        }  # fmt: skip
+        self.ion_writes = tuple(
+            (ion.name, f"i{ion.name}")
+            for ion in module.ions
+            if f"i{ion.name}" in ion.write
+        )
+        nr = module.net_receive
+        self.vector = nr.params[1:] if nr is not None else ()
+
+    def increments(self, group, params, w, celsius, event=None):
+        """NET_RECEIVE's increment of each target at each arrival (from states
+        at zero, at the event's time `event["t"]`, with its NetCon's weight
+        vector `event[name]`), each target's decay rate (/ms; 0 for a
+        counter), and the weight vector's new elements: `(inc, rate, new)`."""
+        z = jnp.zeros_like(w)
+        event = event or {}
+        m = group._vars(params, z, {}, celsius)
+        kin = {}
+        for d in self.derivs:
+            kin |= d(m.copy())
+        m0 = m.copy()
+        m0.t = event.get("t", z)
+        lv = self.ns["pr_NET_RECEIVE"](m0, w, *(event.get(a, z) for a in self.vector))
+        inc = {s: _runtime.as_n(getattr(m0, py(s)), w) for s in self.targets}
+        rate = {
+            s: _runtime.as_n(0.0 if s in self.counters else kin[s].rate, w)
+            for s in self.targets
+        }
+        new = {a: _runtime.as_n(getattr(lv, py(a)), w) for a in self.vector}
+        return inc, rate, new
+
+
+def make_point_class(module, fields, ns, derivs, info, use_ions):
+    """The user-facing class of point process `module` (fields: site, the
+    `PARAMETER`s, name) and its group class."""
+    targets = receive_increments(module) if module.net_receive is not None else {}
+    spec = _PointSpec(module, fields, ns, derivs, derived_names(module), targets)
+    name = module.suffix
+    group_cls = type(
+        f"{name}Group",
+        (AbstractNmodlPointGroup,),
+        {
+            "__annotations__": {
+                "params": dict[str, Float[Array, " n"]],
+                "index": Int[Array, " n"],
+                "arrivals": Arrivals | None,
+                "cell": CellArrivals | None,
+                "celsius": Float[Array, ""],
+                "names": tuple[str, ...],
+                "kind": str,
+            },
+            "names": eqx.field(static=True),
+            "kind": eqx.field(static=True, default=name),
+            "recordable": (*module.states, *spec.counters, *spec.recorded),
+            "spec": spec,
+            "ions": use_ions(module),
+            "in_step": bool(targets),
+            "in_step_states": tuple(in_step_key(s) for s in targets),
+            "nmodl": info,
+            "__module__": "stable_ode.nmodl.generated",
+        },
+    )
+    _check_decay(module, spec, group_cls)
+
+    def make_point_process_group(
+        cls, pps, index, arrivals, names, dtype, cell=None, celsius=6.3
+    ):
+        params = {
+            f: jnp.asarray(np.asarray([float(getattr(p, f)) for p in pps]), dtype)
+            for f in fields
+        }
+        return group_cls(
+            params=params,
+            index=index,
+            arrivals=arrivals,
+            cell=cell,
+            celsius=jnp.asarray(celsius, dtype),
+            names=names,
+        )
+
+    def __check_init__(self):
+        if not isinstance(self.site, Site):
+            raise ValueError(
+                f"{name}: site must be a stable_ode.Site, got {self.site!r}"
+            )
+
+    annotations = {"site": Site}
+    annotations |= {f: float for f in fields}
+    annotations["name"] = str | None
+    namespace = {
+        "__annotations__": annotations,
+        **{f: module.parameters[p] for f, p in fields.items()},
+        "name": None,
+        "__check_init__": __check_init__,
+        "make_point_process_group": classmethod(make_point_process_group),
+        "receives_events": bool(targets),
+        "group_class": group_cls,
+        "nmodl": info,
+        "__doc__": f"NMODL point process `{name}` imported from `{module.path}`. "
+        f"**Fields:** `site`, the file's PARAMETERs "
+        f"({', '.join(f'`{f}` = {module.parameters[p]}' for f, p in fields.items())}"
+        f"), `name`. States: {', '.join(module.states) or 'none'}.",
+        "__module__": "stable_ode.nmodl.generated",
+    }
+    return type(
+        py(name) if name.isidentifier() else "point_process", (eqx.Module,), namespace
+    )
+
+
+def _check_decay(module, spec, group_cls):
+    """Each NET_RECEIVE target relaxes at a rate that the parameters alone set
+    (so that an arrival inside a step can be decayed exactly)."""
+    if not spec.targets:
+        return
+    fields = spec.fields
+    params = {f: jnp.full((1,), module.parameters[p]) for f, p in fields.items()}
+    g = group_cls(
+        params=params,
+        index=jnp.zeros(1, jnp.int32),
+        arrivals=None,
+        cell=None,
+        celsius=jnp.asarray(6.3),
+        names=("x",),
+    )
+    for celsius in (6.3, 37.0):  # constant during a run: may set the rate
+        rates = []
+        for v in (-65.0, 20.0):
+            m = g._vars(params, jnp.full((1,), v), {}, jnp.asarray(celsius))
+            kin = {}
+            for d in spec.derivs:
+                kin |= d(m)
+            rates.append({s: getattr(kin.get(s), "rate", None) for s in spec.targets})
+        for s, line in spec.targets.items():
+            if s in spec.counters:
+                continue
+            r0, r1 = rates[0][s], rates[1][s]
+            if r0 is None or r1 is None or not np.allclose(r0, r1, rtol=0, atol=0):
+                raise NmodlError(
+                    module.path,
+                    line,
+                    "NET_RECEIVE",
+                    f"state {s}, which NET_RECEIVE adds to, must relax at a rate "
+                    "set by the parameters and celsius alone (not v or the "
+                    "states) to deliver events exactly; not supported yet",
+                )
