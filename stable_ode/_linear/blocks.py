@@ -12,6 +12,8 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float
 
+from ..mechanisms._scheme import _solve_batched
+
 
 class RowBlocks(lx.AbstractLinearSolver):
     """Solves `A·x = b` for `A` acting on `(n, k)` arrays row by row.
@@ -53,7 +55,8 @@ class RowBlocks(lx.AbstractLinearSolver):
         options: dict[str, Any],
     ):
         del options
-        return solve_rows(state, vector), lx.RESULTS.successful, {}
+        x = _solve_batched(state, vector, fill=0.0)  # (see the class docstring)
+        return x, lx.RESULTS.successful, {}
 
     def transpose(self, state, options):
         return jnp.swapaxes(state, -1, -2), options
@@ -63,20 +66,3 @@ class RowBlocks(lx.AbstractLinearSolver):
 
     def assume_full_rank(self):
         return True
-
-
-def solve_rows(blocks: Float[Array, "n k k"], b: Float[Array, "n k"]):
-    """`blocks[c]⁻¹·b[c]` for every row `c` by LU (batched); 0 in the rows
-    whose block or right-hand side is not finite (a singular finite block
-    gives a non-finite solution, as any LU)."""
-    ok = jnp.all(jnp.isfinite(blocks), axis=(-2, -1)) & jnp.all(
-        jnp.isfinite(b), axis=-1
-    )
-    eye = jnp.eye(blocks.shape[-1], dtype=blocks.dtype)
-    m = jnp.where(ok[:, None, None], blocks, eye)
-    y = jnp.where(ok[:, None], b, jnp.zeros_like(b))
-
-    def one(m, y):
-        return jax.scipy.linalg.lu_solve(jax.scipy.linalg.lu_factor(m), y)
-
-    return jnp.where(ok[:, None], jax.vmap(one)(m, y), 0.0)

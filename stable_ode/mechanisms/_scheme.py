@@ -51,10 +51,13 @@ class AbstractCoupledKinetics(eqx.Module):
         `AbstractKinetics.filter`)."""
 
 
-def _solve_batched(matrix: Float[Array, "n k k"], b: Float[Array, "n k"]):
+def _solve_batched(
+    matrix: Float[Array, "n k k"], b: Float[Array, "n k"], fill: float = jnp.nan
+):
     """`matrix[c]⁻¹·b[c]` for every compartment `c`: small dense systems, LU
     (`jax.scipy.linalg`, the factorisation and solve of lineax's `LU`), batched
-    by `vmap`.
+    by `vmap`; `fill` (default NaN) in the compartments whose system is not
+    finite.
 
     Safe to differentiate inside a step that will be rejected: a compartment
     whose system is not finite is solved as `I·x = 0` and its solution set to
@@ -73,7 +76,7 @@ def _solve_batched(matrix: Float[Array, "n k k"], b: Float[Array, "n k"]):
     def one(m, y):
         return jax.scipy.linalg.lu_solve(jax.scipy.linalg.lu_factor(m), y)
 
-    return jnp.where(ok[:, None], jax.vmap(one)(m, y), jnp.nan)
+    return jnp.where(ok[:, None], jax.vmap(one)(m, y), fill)
 
 
 class MarkovScheme(AbstractCoupledKinetics):
