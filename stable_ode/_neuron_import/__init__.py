@@ -52,11 +52,15 @@ def from_neuron(
     mechanism (`hh`, `pas` and the `nmodl` files' mechanisms) is written with
     its per-compartment parameter values; the ions those mechanisms use with
     their concentrations and fixed reversal potentials; `IClamp`s as step
-    stimuli; `ExpSyn`, `Exp2Syn`, `AlphaSynapse`, `SEClamp` as point processes
-    and NetCons from `NetStim`s; `h.celsius`, `h.v_init`, `h.tstop`, `h.dt`
-    (backward Euler, or Crank–Nicolson for `h.secondorder = 2`), and one record,
-    `soma`, the voltage at the centre of the first section whose name starts
-    with `soma` (else the first section), and one for each of `record`.
+    stimuli; `ExpSyn`, `Exp2Syn`, `AlphaSynapse`, `SEClamp` and the `nmodl`
+    files' point processes as point processes, and NetCons into them from
+    `NetStim`s and from a voltage in the converted cells (threshold, delay,
+    weight); NetCons without a target that watch such a voltage (NEURON's
+    `NetCon.record`) as `spikes`, named `NetCon[i]`; `h.celsius`, `h.v_init`,
+    `h.tstop`, `h.dt` (backward Euler, or Crank–Nicolson for
+    `h.secondorder = 2`), and one record, `soma`, the voltage at the centre of
+    the first section whose name starts with `soma` (else the first section),
+    and one for each of `record`.
 
     **Arguments:**
 

@@ -1,7 +1,8 @@
 """Reading NEURON's point processes and NetCons: `IClamp`s become `stimuli`;
 `ExpSyn`, `Exp2Syn`, `AlphaSynapse`, `SEClamp` and the `POINT_PROCESS`es of the
-`--nmodl` files become `point_processes`; NetCons from a `NetStim` become
-`netcons`."""
+`--nmodl` files become `point_processes`; NetCons from a `NetStim` or a
+cell's voltage become `netcons`; NetCons without a target that watch a voltage
+(spike recordings) become `spikes`."""
 
 POINT_PROCESSES = {
     "ExpSyn": ("tau", "e"),
@@ -161,20 +162,69 @@ def _set_by_initial(cls) -> set[int]:
     return {j for j, a in enumerate(args) if a in targets}
 
 
-def netcons(h, kinds: dict, problems: list, classes: dict | None = None) -> list[dict]:
-    """The `netcons` entries of every `NetCon` whose target is a converted
-    point process (`classes`: the `--nmodl` classes, for imported ones)."""
-    out = []
+def _voltage_source(h, nc, owner: dict, label: str, problems: list) -> dict | None:
+    """`{cell, section, position}` of the segment whose voltage a NetCon
+    watches (NEURON's `NetCon(sec(x)._ref_v, ...)`), or `None` (a problem
+    noted) where it is outside the converted cells or at an end node that
+    joins other sections (only a free end's voltage equals its end
+    compartment's)."""
+    seg = nc.preseg()
+    where = owner.get(seg.sec)
+    x = float(seg.x)
+    if where is None:
+        problems.append(
+            f"{label}: its source {seg} is outside the cells being converted"
+        )
+        return None
+    if (x <= 0.0 or x >= 1.0) and not _free_end(h, seg.sec, x):
+        problems.append(
+            f"{label}: its source {seg} is an end node joining other sections "
+            f"(no compartment here); watch the voltage inside the section"
+        )
+        return None
+    return {"cell": where[0], "section": where[1], "position": x}
+
+
+def _spike_recording(h, nc, owner: dict, label: str, problems: list) -> dict | None:
+    """The `spikes` entry of a NetCon without a target that watches a
+    voltage (NEURON's way to record spike times, `NetCon.record`), named
+    after the NetCon; `None` for one whose source is outside the converted
+    cells (it records another cell)."""
+    if nc.preseg() is None:
+        problems.append(
+            f"{label}: a NetCon without a target whose source is not a voltage "
+            f"({nc.pre().hname() if nc.pre() is not None else 'none'}) is not "
+            "supported"
+        )
+        return None
+    if nc.preseg().sec not in owner:
+        return None
+    site = _voltage_source(h, nc, owner, label, problems)
+    if site is None:
+        return None
+    return {"name": label, **site, "threshold": float(nc.threshold)}
+
+
+def netcons(
+    h, trees, kinds: dict, problems: list, classes: dict | None = None
+) -> tuple[list[dict], list[dict]]:
+    """`(netcons, spikes)`: the `netcons` entries of every `NetCon` whose
+    target is a converted point process (`classes`: the `--nmodl` classes,
+    for imported ones), from a `NetStim` or a voltage in the converted cells
+    (a threshold source), and the `spikes` entries of the NetCons without a
+    target that watch a voltage there (`NetCon.record`; named `NetCon[i]`,
+    NEURON's name of the NetCon)."""
+    owner = {s: (t.name, t.names[s]) for t in trees for s in t.sections}
+    out, spikes = [], []
     ncs = h.List("NetCon")
     for i in range(int(ncs.count())):
         nc = ncs.o(i)
         label = f"NetCon[{i}]"
         target = nc.syn()
         if target is None:
-            problems.append(
-                f"{label}: a NetCon without a target (spike recording, "
-                f"NetCon.record) is not supported"
-            )
+            entry = _spike_recording(h, nc, owner, label, problems)
+            if entry is not None:
+                spikes.append(entry)
             continue
         name = target.hname()
         if name not in kinds:
@@ -193,23 +243,35 @@ def netcons(h, kinds: dict, problems: list, classes: dict | None = None) -> list
             )
             continue
         pre = nc.pre()
-        if pre is None:
-            what = (
-                "a cell's voltage (a threshold source) is not supported yet"
-                if nc.preseg() is not None
-                else "no source (events sent with NetCon.event cannot be read)"
+        extra_keys: dict = {}
+        if pre is None and nc.preseg() is not None:  # a cell's voltage
+            source = _voltage_source(h, nc, owner, label, problems)
+            if source is None:
+                continue
+            if not float(nc.delay) > 0.0:
+                problems.append(
+                    f"{label} -> {name}: delay {float(nc.delay):g} ms from a "
+                    "cell's voltage (stable_ode needs delay > 0 there)"
+                )
+                continue
+            extra_keys = {"threshold": float(nc.threshold)}
+        elif pre is None:
+            problems.append(
+                f"{label} -> {name}: no source (events sent with NetCon.event "
+                "cannot be read)"
             )
-            problems.append(f"{label} -> {name}: {what}")
             continue
-        if _kind(pre) != "NetStim":
+        elif _kind(pre) != "NetStim":
             problems.append(
                 f"{label} -> {name}: its source {pre.hname()} is not supported "
-                f"(only NetStim; a VecStim's times cannot be read from NEURON)"
+                f"(only NetStim and a cell's voltage; a VecStim's times cannot "
+                "be read from NEURON)"
             )
             continue
-        source = _netstim(pre, label, problems)
-        if source is None:
-            continue
+        else:
+            source = _netstim(pre, label, problems)
+            if source is None:
+                continue
         weights = int(nc.wcnt())
         recomputed = _set_by_initial(imported) if imported is not None else set()
         extra = [j for j in range(1, weights) if j not in recomputed]
@@ -222,9 +284,10 @@ def netcons(h, kinds: dict, problems: list, classes: dict | None = None) -> list
         out.append(
             {
                 "source": source,
+                **extra_keys,
                 "target": name,
                 "delay": float(nc.delay),
                 "weight": float(nc.weight[0]),
             }
         )
-    return out
+    return out, spikes

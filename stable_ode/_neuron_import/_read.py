@@ -54,11 +54,13 @@ def read_model(h, classes: dict, nmodl: list[str], sections=None, record=None):
         model["ions"] = top_ions
     model["cells"] = cells
     model["stimuli"] = stimuli
+    # every NetCon is checked, with or without point processes to receive
+    connections, spikes = netcons(h, trees, kinds, problems, classes)
     if processes:
         model["point_processes"] = processes
-        model["netcons"] = netcons(h, kinds, problems, classes)
-    else:
-        netcons(h, kinds, problems, classes)  # every NetCon is still checked
+        model["netcons"] = connections
+    if spikes:
+        model["spikes"] = spikes
     records = {"soma": _soma_record(trees)}
     records.update(_named_records(trees, record or {}, problems))
     model["record"] = list(records.values())

@@ -204,7 +204,8 @@ def test_unconvertible_parts_are_named(neuron_mechanisms, tmp_path):
     dend = h.Section(name="dend")
     dend.connect(soma(1))
     dend.insert("HHk")  # compiled, but its .mod file is not given
-    spikes = h.NetCon(soma(0.5)._ref_v, None, sec=soma)
+    # a spike recording at the node joining soma and dend (no compartment)
+    spikes = h.NetCon(soma(1)._ref_v, None, sec=soma)
     junction = h.IClamp(soma(1))  # at the node joining soma and dend
     # the run settings are NEURON globals that other tests in this process set
     h.dt, h.tstop = 0.025, 5.0
@@ -216,6 +217,52 @@ def test_unconvertible_parts_are_named(neuron_mechanisms, tmp_path):
         assert word in text
     assert "IClamp" in text and "soma(1)" in text
     del spikes, junction
+
+
+def test_threshold_netcons_and_spike_recordings(neuron_settings):
+    """NetCons from a cell's voltage into an `ExpSyn` on another cell convert
+    with their threshold, delay and weight, and a targetless NetCon
+    (`NetCon.record`) to a spike recording; spike counts equal NEURON's, and
+    spike times agree within NEURON's fixed-step slack (it detects a crossing
+    at a step's end and delivers at a step boundary: up to a step per hop)."""
+    h = neuron_settings
+    h.tstop = 30.0
+    cells = []
+    for name in ("pre", "post"):
+        s = h.Section(name=name)
+        s.L = s.diam = 20.0
+        s.insert("hh")
+        cells.append(s)
+    pre, post = cells
+    stim = h.IClamp(pre(0.5))
+    stim.delay, stim.dur, stim.amp = 1.0, 25.0, 0.2
+    syn = h.ExpSyn(post(0.5))
+    syn.tau, syn.e = 2.0, 0.0
+    nc = h.NetCon(pre(0.5)._ref_v, syn, sec=pre)
+    nc.threshold, nc.delay, nc.weight[0] = -20.0, 1.5, 0.05
+    records = [h.NetCon(s(0.5)._ref_v, None, sec=s) for s in cells]
+    vecs = [h.Vector() for _ in records]
+    for r, vec in zip(records, vecs):
+        r.record(vec)
+    model = from_neuron(sections=cells)
+    (entry,) = model["netcons"]
+    pre_cell = entry["source"]["cell"]
+    assert entry["source"] == {"cell": pre_cell, "section": "pre", "position": 0.5}
+    assert (entry["threshold"], entry["delay"], entry["weight"]) == (-20.0, 1.5, 0.05)
+    names = [r.hname() for r in records]
+    assert [s["name"] for s in model["spikes"]] == names
+    assert model["spikes"][1]["section"] == "post"
+    assert model["spikes"][1]["threshold"] == 10.0
+    h.finitialize(h.v_init)
+    h.continuerun(h.tstop)
+    spikes = so.load_spec(model).simulate().spikes
+    for name, vec in zip(names, vecs):
+        ours = np.asarray(spikes[name])
+        ours, ref = ours[np.isfinite(ours)], np.asarray(vec)
+        assert ref.size >= 2 and ours.shape == ref.shape, (name, ours, ref)
+        hops = 1 if name == names[0] else 2  # post's spikes: one hop more
+        assert np.max(np.abs(ours - ref)) <= hops * h.dt, (name, ours, ref)
+    del records, nc, syn, stim
 
 
 _GOOD = """
