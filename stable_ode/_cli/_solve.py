@@ -174,6 +174,27 @@ def describe_model(loaded) -> str:
     )
 
 
+_POINT_UNITS = {"i": "nA", "vc": "mV", "g": "uS", "A": "uS", "B": "uS"}
+
+
+def _unit(rec) -> str | None:
+    """The unit the run summary prints for a record entry; `None` for a
+    membrane potential (mV, whose spikes it counts). An ion's concentration is
+    mM, its current mA/cm2, its reversal potential mV; a point process's
+    current nA, conductance uS, clamp level mV; "" where the unit is a
+    mechanism's own (its states and RANGE variables, NAME_SUFFIX)."""
+    var = getattr(rec, "variable", "v")
+    if hasattr(rec, "point_process"):
+        return _POINT_UNITS.get(var, "")
+    if var == "v":
+        return None
+    if "_" in var:
+        return ""
+    if var[-1] in "io" and len(var) > 1 and var[0] not in "ie":
+        return "mM"
+    return {"i": "mA/cm2", "e": "mV"}.get(var[0], "")
+
+
 def summary(loaded, solved: Solved) -> list[str]:
     t, recordings, stats = solved.t, solved.recordings, solved.stats
     lines = [
@@ -183,11 +204,17 @@ def summary(loaded, solved: Solved) -> list[str]:
         f"{stats['num_rejected']} rejected, {stats['num_nonfinite_rejected']} "
         f"non-finite rejected",
     ]
+    units = {rec.name: _unit(rec) for rec in loaded.spec.record}
     for name, v in recordings.items():
         if v.ndim != 1:
             lines.append(f"  {name}: {v.shape[1]} compartments, {v.shape[0]} samples")
             continue
         finite = v[np.isfinite(v)]
+        unit = units.get(name)
+        if unit is not None:  # not a membrane potential: its range, no spikes
+            rng = f"{finite.min():.4g} .. {finite.max():.4g}" if finite.size else ""
+            lines.append(f"  {name}: {rng or 'no finite'}{' ' + unit if unit else ''}")
+            continue
         rng = (
             f"{finite.min():.1f} .. {finite.max():.1f} mV"
             if finite.size

@@ -4,7 +4,7 @@ the record entries `{"name", "point_process", "variable"}` (see
 
 from ..events import NetCon, NetStim, PointRecording, SpikeRecording, SpikeTimes
 from ..events._groups import Exp2SynGroup, ExpSynGroup
-from ..events._timed import AlphaSynapseGroup, SEClampGroup
+from ..events._timed import AlphaSynapseGroup, IClampGroup, SEClampGroup
 from ..events._vclamp import VClampGroup
 from ._reader import key, listing, Reader, suggest
 from ._registry import REGISTRY
@@ -17,7 +17,7 @@ RECORDABLE = {
     "AlphaSynapse": AlphaSynapseGroup.recordable,
     "SEClamp": SEClampGroup.recordable,
     "VClamp": VClampGroup.recordable,
-    "IClamp": (),
+    "IClamp": IClampGroup.recordable,
 }
 """What a point-process record may name, by kind."""
 

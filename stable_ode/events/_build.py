@@ -25,7 +25,7 @@ from ._processes import (
     VClamp,
 )
 from ._sources import build_sources, SpikeRecording
-from ._timed import AlphaSynapseGroup, SEClampGroup
+from ._timed import AlphaSynapseGroup, IClampGroup, SEClampGroup
 from ._vclamp import VClampGroup
 
 
@@ -33,7 +33,8 @@ class PointRecording(eqx.Module):
     """Record `variable` of `point_process` (the object given to `build`, or
     its name) under `name`: NEURON's `Vector.record(pp._ref_variable)`. The
     variables: `ExpSyn` `g`; `Exp2Syn` `A`, `B`, `g`; `AlphaSynapse` `g`
-    (µS); `SEClamp` `i` (nA), `vc` (mV)."""
+    (µS); `SEClamp` `i` (nA), `vc` (mV); `IClamp` `i` (nA, the current it
+    injects during each step, NEURON's `IClamp.i`)."""
 
     name: str
     point_process: object
@@ -237,20 +238,31 @@ def build_events(
         for j, k in enumerate(ks):
             where_of[k] = (len(groups), j)
         groups.append(group)
-    groups.extend(g for g in (sources, log) if g is not None)
     for k in by_kind.get(IClamp, []):
         pp = pps[k]
         steps.append(StepCurrent(pp.site, pp.amp, pp.delay, pp.dur))
+    targets = [
+        find(r.point_process, f"recordings[{j}].point_process")
+        for j, r in enumerate(recordings)
+    ]
+    recorded = sorted({k for k in targets if type(pps[k]) is IClamp})
+    if recorded:  # their injected currents, recordable (the StepCurrents inject)
+        p = {
+            f: jnp.asarray(np.asarray([float(getattr(pps[k], f)) for k in recorded]))
+            for f in ("delay", "dur", "amp")
+        }
+        group = IClampGroup(
+            **{f: x.astype(dtype) for f, x in p.items()},
+            index=jnp.asarray([index_of(pps[k].site) for k in recorded], jnp.int32),
+            names=tuple(names[k] for k in recorded),
+        )
+        for j, k in enumerate(recorded):
+            where_of[k] = (len(groups), j)
+        groups.append(group)
+    groups.extend(g for g in (sources, log) if g is not None)
 
     recs = []
-    for j, r in enumerate(recordings):
-        k = find(r.point_process, f"recordings[{j}].point_process")
-        if k not in where_of:
-            raise InvalidArgument(
-                "build",
-                f"recordings[{j}].variable",
-                f"{names[k]!r} is an IClamp, whose current is not recordable yet",
-            )
+    for j, (r, k) in enumerate(zip(recordings, targets)):
         g, entry = where_of[k]
         if r.variable not in groups[g].recordable:
             raise InvalidArgument(

@@ -1,7 +1,7 @@
 """The point processes driven by time alone: `AlphaSynapse`s (a conductance
-set at the middle of each step) and `SEClamp`s (a level set at the middle of
-each step, its current recorded at the step's end), vectorised as in
-`stable_ode.events._groups`."""
+set at the middle of each step), `SEClamp`s (a level set at the middle of
+each step, its current recorded at the step's end) and the recorded currents
+of `IClamp`s, vectorised as in `stable_ode.events._groups`."""
 
 from typing import ClassVar
 
@@ -105,3 +105,52 @@ class SEClampGroup(AbstractClampGroup):
     def sample_inputs(self, t, states):
         vc, on = self.level(t)
         return {**states, "vc": vc, "on": on}
+
+
+class IClampGroup(AbstractPointProcessGroup):
+    """The recorded currents of `IClamp`s, vectorised (`delay`, `dur` ms,
+    `amp` nA). An `IClamp` injects its current as a `stable_ode.StepCurrent`
+    (which this group leaves alone: it adds no current); this group only
+    holds, as its state `i` (nA, positive depolarising, NEURON's
+    `IClamp.i`), the current the `StepCurrent` injects during each step, set
+    at the step's middle (where fixed steps sample it, as NEURON does), and
+    `amp` at `t = 0` if the clamp is on then (`delay = 0`, as NEURON's
+    `finitialize`). It is built only for `IClamp`s that are recorded, from
+    the `IClamp`'s own values: a model changed afterwards (`eqx.tree_at`)
+    changes the injected current through `model.stimuli` and the recorded one
+    through this group."""
+
+    recordable: ClassVar[tuple[str, ...]] = ("i",)
+
+    delay: Float[Array, " n"]
+    dur: Float[Array, " n"]
+    amp: Float[Array, " n"]
+    index: Int[Array, " n"]
+    names: tuple[str, ...] = eqx.field(static=True)
+    kind: str = eqx.field(static=True, default="IClamp")
+
+    def injected(self, t):
+        """The injected current at time `t` (ms), nA: `amp` for `delay <= t <
+        delay + dur` (`stable_ode.Stimuli.current`'s rule), else 0."""
+        on = (t >= self.delay) & (t < self.delay + self.dur)
+        return jnp.where(on, self.amp, jnp.zeros_like(self.amp))
+
+    def kinetics(self, model, v, states):
+        del model, v, states
+        return {"i": Held()}
+
+    def current(self, model, v, states):
+        del model, states
+        return jnp.zeros(self.index.shape, v.dtype)
+
+    def add_current(self, model, i, v, states):
+        del model, v, states
+        return i
+
+    def init_states(self, model, v):
+        del model, v
+        return {"i": self.injected(jnp.zeros_like(self.amp))}
+
+    def before_step(self, t0, t1, t_start, states, span):
+        del t_start, span
+        return {**states, "i": self.injected(0.5 * (t0 + t1))}

@@ -85,7 +85,8 @@ def test_clamps_match_neuron():
     1e4, rstim 0.5 MΩ, tau1 0.05, tau2 0.02 ms, fac 0.5 (one model, one
     compile). Measured: the SEClamp cell 1.5e-10 mV, 3.0e-10 nA; the VClamps
     6.1e-11 and 6.5e-11 mV, 3.1e-6 nA (of 24 nA: the default clamp's dI/dv is
-    5e4 nA/mV) and 2.6e-10 nA."""
+    5e4 nA/mV) and 2.6e-10 nA. Both `IClamp`s' recorded currents equal
+    NEURON's exactly."""
     vc = so.SEClamp(
         SITE, rs=0.5, dur1=2.0, amp1=-70.0, dur2=3.0, amp2=-20.0, dur3=2.0, amp3=-60.0
     )
@@ -102,9 +103,12 @@ def test_clamps_match_neuron():
     vc2 = so.VClamp(
         s2, **levels, gain=1e4, rstim=0.5, tau1=0.05, tau2=0.02, fac=0.5, name="vc2"
     )
+    # on at t = 0, off between grid points: its recorded current too
+    ic2 = so.IClamp(s2, delay=0.0, dur=1.01, amp=0.05, name="ic2")
     rec = {"v": (SITE, "v"), "i": (vc, "i"), "vc": (vc, "vc")}
     rec |= {"v1": (s1, "v"), "i1": (vc1, "i"), "v2": (s2, "v"), "i2": (vc2, "i")}
-    pps = [vc, ic, vc1, vc2]
+    rec |= {"ic": (ic, "i"), "ic2": (ic2, "i")}
+    pps = [vc, ic, vc1, vc2, ic2]
     _, rn = run(cells, pps, [], rec, t_stop=12.0, dt=0.025)
     _, r = _ours(pps, [], rec, 12.0, 0.025, cells=cells)
     assert np.max(np.abs(rn["i"])) > 10
@@ -113,6 +117,10 @@ def test_clamps_match_neuron():
     assert np.max(np.abs(r["vc"] - rn["vc"])) == 0
     assert abs(r["v1"][100] + 20.0) < 0.01  # clamped to the second level
     assert np.max(np.abs(rn["i1"][1:])) > 10
+    # An IClamp's recorded current: NEURON's `IClamp.i`, sample for sample
+    # (the value each step injected, at its middle; at t = 0 `amp` if on).
+    assert np.array_equal(r["ic"], rn["ic"]) and np.array_equal(r["ic2"], rn["ic2"])
+    assert r["ic"].max() == 0.3 and r["ic2"][0] == 0.05 and r["ic2"][-1] == 0.0
     for k, tol in (("v1", 1e-8), ("v2", 1e-8), ("i1", 1e-4), ("i2", 1e-8)):
         # From the second sample: NEURON's `i` at t = 0 is computed with its dt.
         err = np.max(np.abs(r[k][1:] - rn[k][1:]))

@@ -4,6 +4,8 @@ record entries (`../shared/spec/README.md`, "Point processes and NetCons")."""
 import copy
 
 import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import stable_ode as so
@@ -75,6 +77,7 @@ BASE = {
         {"name": "vc_i", "point_process": "vc", "variable": "i"},
         {"name": "g", "point_process": "syn0", "variable": "g"},
         {"name": "syn0_i", "point_process": "syn0", "variable": "i"},
+        {"name": "ic_i", "point_process": "ic", "variable": "i"},
     ],
     "integration": {"solver": "backward_euler", "dt": 0.025, "dtype": "float64"},
 }
@@ -101,6 +104,7 @@ def test_file_equals_python():
         so.PointRecording("vc_i", vc, "i"),
         so.PointRecording("g", syn, "g"),
         so.PointRecording("syn0_i", syn, "i"),
+        so.PointRecording("ic_i", ic, "i"),
         so.SpikeRecording("a_spikes", site, threshold=-20.0),
     ]
     model = so.build([cell], point_processes=[syn, vc, ic], netcons=ncs, recordings=rec)
@@ -108,7 +112,33 @@ def test_file_equals_python():
     assert loaded.model.layout == model.layout
     assert (loaded.t_stop, loaded.dt) == (6.0, 0.025)
     kinds = [g.kind for g in model.point_processes]
-    assert kinds == ["Exp2Syn", "SEClamp", "NetCon source", "spike recording"]
+    assert kinds == ["Exp2Syn", "SEClamp", "IClamp", "NetCon source", "spike recording"]
+    # the IClamp's recorded current: a group of its own, no current of its own
+    ic_group = model.point_processes[2]
+    assert ic_group.names == ("ic",) and float(ic_group.amp[0]) == 0.2
+    v = jnp.zeros(model.n_compartments)
+    assert not np.any(ic_group.add_current(model, v, v, None))
+
+
+def test_run_summary_units():
+    """`python -m stable_ode run` prints each recording's range in its unit,
+    and counts spikes in membrane potentials only."""
+    from stable_ode._cli._solve import _unit
+
+    site = so.Site("a", "soma", 0.5)
+    ic = so.IClamp(site, delay=2.0, dur=1.0, amp=0.2, name="ic")
+    cases = {
+        None: [so.Recording("v", site)],
+        "mM": [so.Recording("c", site, "cai"), so.Recording("k", site, "ko")],
+        "mA/cm2": [so.Recording("i", site, "ica")],
+        "mV": [so.Recording("e", site, "eca"), so.PointRecording("l", "vc", "vc")],
+        "nA": [so.PointRecording("ici", ic, "i")],
+        "uS": [so.PointRecording("g", "syn0", "g")],
+        "": [so.Recording("m", site, "m_hh"), so.PointRecording("u", "tm", "u")],
+    }
+    for unit, recs in cases.items():
+        for rec in recs:
+            assert _unit(rec) == unit, rec
 
 
 VCLAMP = {
