@@ -72,9 +72,15 @@ def from_neuron(
       `stable_ode.load_nmodl` and written (as absolute paths) to the `nmodl` key.
     - `sections`: with `script=None`, NEURON sections whose cells (trees) to
       convert; `None`: every section NEURON has.
-    - `record`: with `script=None`, `{name: segment}` (NEURON's `sec(x)`): the
-      voltage there is recorded under `name` besides `soma` (a name `soma`
-      replaces it); a segment outside the converted cells is a problem reported.
+    - `record`: with `script=None`, what to record under each name besides
+      `soma` (a name `soma` replaces it): a segment (NEURON's `sec(x)`, its
+      voltage); `(segment, variable)`, an ion's or a mechanism's variable there
+      as NEURON names it (`(sec(0.5), "cai")`, `(sec(0.5), "m_hh")`: what
+      `Vector.record(sec(0.5)._ref_m_hh)` records); or `(point process,
+      variable)` of a converted point process (`(clamp, "i")`, `(syn, "g")`).
+      A segment outside the converted cells or a point process that is not
+      converted is a problem reported; a variable the model does not have is
+      `load_spec`'s error naming the record.
 
     **Returns:** the model-file mapping. A parameter that differs between
     compartments is `{"values": [...]}`, one value per compartment of the

@@ -19,8 +19,8 @@ def read_model(h, classes: dict, nmodl: list[str], sections=None, record=None):
     - `classes`: `stable_ode.load_nmodl`'s classes of the `.mod` files, by SUFFIX.
     - `nmodl`: the paths written to the top-level `nmodl` key.
     - `sections`: NEURON sections whose cells to convert; `None`: every section.
-    - `record`: `{name: NEURON segment}`, voltages to record besides `soma` (a
-      name `soma` replaces it).
+    - `record`: `{name: NEURON segment, (segment, variable) or (point process,
+      variable)}`, what to record besides `soma` (a name `soma` replaces it).
     """
     problems: list[str] = []
     if sections is None:
@@ -62,7 +62,7 @@ def read_model(h, classes: dict, nmodl: list[str], sections=None, record=None):
     if spikes:
         model["spikes"] = spikes
     records = {"soma": _soma_record(trees)}
-    records.update(_named_records(trees, record or {}, problems))
+    records.update(_named_records(trees, record or {}, kinds, problems))
     model["record"] = list(records.values())
     model["integration"] = _integration(h, problems)
     for lst in ("LinearMechanism",):
@@ -90,16 +90,40 @@ def _record(tree, sec, name="soma", position=0.5) -> dict:
     }
 
 
-def _named_records(trees, record: dict, problems: list) -> dict:
-    """`{name: record entry}` of the voltage at each NEURON segment of `record`."""
+def _named_records(trees, record: dict, kinds: dict, problems: list) -> dict:
+    """`{name: record entry}` for each of `record`: a NEURON segment (its
+    voltage), `(segment, variable)` (an ion's or a mechanism's variable there,
+    as NEURON names it: `"cai"`, `"m_hh"`), or `(point process, variable)`
+    (`"i"` of a clamp, `"g"` of a synapse; `kinds`: the converted point
+    processes' kinds by NEURON name)."""
     out = {}
-    for name, seg in record.items():
+    for name, what in record.items():
+        seg, variable = what, None
+        if isinstance(what, tuple) and len(what) == 2 and isinstance(what[1], str):
+            seg, variable = what
+        if not isinstance(name, str) or not name:
+            problems.append(f"record {name!r}: the name must be a non-empty string")
+            continue
+        if (
+            variable is not None
+            and hasattr(seg, "hname")
+            and hasattr(seg, "get_segment")
+        ):
+            pp = seg.hname()  # a point process
+            if pp not in kinds:
+                problems.append(
+                    f"record {name!r}: {pp} is not a converted point process"
+                )
+                continue
+            out[name] = {"name": name, "point_process": pp, "variable": variable}
+            continue
         sec, x = getattr(seg, "sec", None), getattr(seg, "x", None)
         tree = next((t for t in trees if sec is not None and sec in t.names), None)
-        if not isinstance(name, str) or not name or x is None:
+        if x is None:
             problems.append(
-                f"record {name!r}: expected a non-empty name and a NEURON segment "
-                f"(sec(x)), got {seg!r}"
+                f"record {name!r}: expected a NEURON segment (sec(x)), a "
+                f"(segment, variable) or a (point process, variable) pair, got "
+                f"{what!r}"
             )
         elif tree is None:
             problems.append(
@@ -107,6 +131,8 @@ def _named_records(trees, record: dict, problems: list) -> dict:
             )
         else:
             out[name] = _record(tree, sec, name, float(x))
+            if variable is not None and variable != "v":
+                out[name]["variable"] = variable
     return out
 
 

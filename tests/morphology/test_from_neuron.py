@@ -101,7 +101,9 @@ def test_small_model_matches_neuron(neuron_settings):
     h = neuron_settings
     keep, soma = _build(h)
     apic = keep[1]
-    model = from_neuron(nmodl=[_khh()], sections=[soma], record={"apic": apic(0.8)})
+    syn = keep[5]
+    record = {"apic": apic(0.8), "m": (apic(0.8), "m_hh"), "g": (syn, "g")}
+    model = from_neuron(nmodl=[_khh()], sections=[soma], record=record)
     json.dumps(model)  # a model file
     (cell,) = model["cells"]
     sections = {s["name"]: s for s in cell["sections"]}
@@ -117,15 +119,37 @@ def test_small_model_matches_neuron(neuron_settings):
     assert model["record"][1] == {
         "name": "apic", "cell": "cell", "section": "apic", "position": 0.8
     }  # fmt: skip
+    assert model["record"][2] == {
+        "name": "m", "cell": "cell", "section": "apic", "position": 0.8,
+        "variable": "m_hh",
+    }  # fmt: skip
+    assert model["record"][3] == {
+        "name": "g",
+        "point_process": "ExpSyn[0]",
+        "variable": "g",
+    }
     # (apic(0.8) is the centre of apic's compartment 5 of 7 in NEURON)
+    m_ref = h.Vector().record(apic((5 + 0.5) / 7)._ref_m_hh)
+    g_ref = h.Vector().record(syn._ref_g)
     ref, ref_apic = _neuron_trace(h, soma, apic((5 + 0.5) / 7))
     recordings = so.load_spec(model).simulate().recordings
     ours = np.asarray(recordings["soma"])
     assert ref.shape == ours.shape and ref.max() > 0  # spikes
     assert np.max(np.abs(ours - ref)) < 1e-6
     assert np.max(np.abs(np.asarray(recordings["apic"]) - ref_apic)) < 1e-6
+    print("m", np.max(np.abs(np.asarray(recordings["m"]) - np.array(m_ref))))
+    print("g", np.max(np.abs(np.asarray(recordings["g"]) - np.array(g_ref))))
+    assert np.max(np.abs(np.asarray(recordings["m"]) - np.array(m_ref))) < 1e-8
+    assert np.max(np.array(g_ref)) > 1e-3  # the NetStim's three events
+    assert np.max(np.abs(np.asarray(recordings["g"]) - np.array(g_ref))) < 1e-12
     with pytest.raises(FromNeuronError, match="record 'x'"):
         from_neuron(nmodl=[_khh()], sections=[soma], record={"x": 3.0})
+    other = h.Section(name="other")
+    stray = h.ExpSyn(other(0.5))  # not in the converted cells
+    with pytest.raises(FromNeuronError, match="record 'y'.*not a converted point"):
+        from_neuron(nmodl=[_khh()], sections=[soma], record={"y": (stray, "g")})
+    del stray
+    h.delete_section(sec=other)
     del keep
 
 
