@@ -86,14 +86,36 @@ class AbstractPointProcessGroup(AbstractStateGroup):
         del t0, t1, t_start, span
         return states
 
-    def after_step(self, t0, t1, v1, states, span: float):
-        del t0, t1, v1, span
+    def after_step(self, t0, t1, v1, states, span: float, ions=None):
+        """`ions`: the model's ions at the step's end (`{name: IonView}`),
+        given to groups that use them (`stable_ode._group.uses_ions`)."""
+        del t0, t1, v1, span, ions
         return states
 
     def jump_times(self, dtype) -> Float[Array, " njump"]:
         """Times (ms, in `dtype`) at which this group's inputs are
         discontinuous: adaptive steps land on them."""
         return jnp.zeros((0,), dtype)
+
+
+class AbstractNoCurrentGroup(AbstractPointProcessGroup):
+    """Point-process states with no current of their own (held through each
+    step, set by the hooks): threshold sources, spike logs, recorded IClamp
+    currents."""
+
+    recordable: ClassVar[tuple[str, ...]] = ()
+
+    def kinetics(self, model, v, states):
+        del model, v
+        return {k: Held() for k in states}
+
+    def current(self, model, v, states):
+        del model, states
+        return jnp.zeros(self.index.shape, v.dtype)
+
+    def add_current(self, model, i, v, states):
+        del model, v, states
+        return i
 
 
 def _deliver(

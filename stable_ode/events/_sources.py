@@ -18,8 +18,6 @@ time, and `simulate` reports `RESULTS.event_overflow`.
 sources into one synapse group.
 """
 
-from typing import ClassVar
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -29,29 +27,11 @@ from jaxtyping import Array, Float, Int
 from .._errors import check_number, InvalidArgument
 from .._stimulus import Site
 from ._arrivals import CellArrivals, is_time as _is_time, NONE
-from ._groups import AbstractPointProcessGroup, Held
+from ._groups import AbstractNoCurrentGroup
 from ._netcon import pending_of, threshold_of
 
 
-class _NoCurrent(AbstractPointProcessGroup):
-    """A group of states with no current of its own."""
-
-    recordable: ClassVar[tuple[str, ...]] = ()
-
-    def kinetics(self, model, v, states):
-        del model, v
-        return {k: Held() for k in states}
-
-    def current(self, model, v, states):
-        del model, states
-        return jnp.zeros(self.index.shape, v.dtype)
-
-    def add_current(self, model, i, v, states):
-        del model, v, states
-        return i
-
-
-class ThresholdSources(_NoCurrent):
+class ThresholdSources(AbstractNoCurrentGroup):
     """All threshold sources of a model.
 
     **Fields:** `index`, the compartment of each source; `threshold`, mV
@@ -116,7 +96,7 @@ class ThresholdSources(_NoCurrent):
         return out, cross, tc, count
 
 
-class SpikeLog(_NoCurrent):
+class SpikeLog(AbstractNoCurrentGroup):
     """The recorded spikes (`SpikeRecording`s): `max_spikes` slots per
     recording, entry `r·max_spikes + k` the `k`-th spike of recording `r`.
 

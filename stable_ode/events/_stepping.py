@@ -127,10 +127,7 @@ class EventSteps(AbstractWrappedSolver):
             if isinstance(g, (ThresholdSources, SpikeLog)):
                 return x
             ions = views if uses_ions(g) else None
-            if ions is None:
-                y = g.after_step(t0, t1, v1, x, span)
-            else:
-                y = g.after_step(t0, t1, v1, x, span, ions=ions)
+            y = g.after_step(t0, t1, v1, x, span, ions=ions)
             cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
             if cell is None or ring1 is None:
                 return y

@@ -10,7 +10,12 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ._groups import AbstractClampGroup, AbstractPointProcessGroup, Held
+from ._groups import (
+    AbstractClampGroup,
+    AbstractNoCurrentGroup,
+    AbstractPointProcessGroup,
+    Held,
+)
 
 
 class AlphaSynapseGroup(AbstractPointProcessGroup):
@@ -97,8 +102,8 @@ class SEClampGroup(AbstractClampGroup):
         vc, on = self.level(0.5 * (t0 + t1))
         return {**states, "vc": vc, "on": on}
 
-    def after_step(self, t0, t1, v1, states, span):
-        del t0, t1, span
+    def after_step(self, t0, t1, v1, states, span, ions=None):
+        del t0, t1, span, ions
         i = states["on"] * (states["vc"] - v1[self.index]) / self.rs
         return {**states, "i": i}
 
@@ -107,7 +112,7 @@ class SEClampGroup(AbstractClampGroup):
         return {**states, "vc": vc, "on": on}
 
 
-class IClampGroup(AbstractPointProcessGroup):
+class IClampGroup(AbstractNoCurrentGroup):
     """The recorded currents of `IClamp`s, vectorised (`delay`, `dur` ms,
     `amp` nA). An `IClamp` injects its current as a `stable_ode.StepCurrent`
     (which this group leaves alone: it adds no current); this group only
@@ -134,18 +139,6 @@ class IClampGroup(AbstractPointProcessGroup):
         delay + dur` (`stable_ode.Stimuli.current`'s rule), else 0."""
         on = (t >= self.delay) & (t < self.delay + self.dur)
         return jnp.where(on, self.amp, jnp.zeros_like(self.amp))
-
-    def kinetics(self, model, v, states):
-        del model, v, states
-        return {"i": Held()}
-
-    def current(self, model, v, states):
-        del model, states
-        return jnp.zeros(self.index.shape, v.dtype)
-
-    def add_current(self, model, i, v, states):
-        del model, v, states
-        return i
 
     def init_states(self, model, v):
         del model, v

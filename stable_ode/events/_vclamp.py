@@ -92,8 +92,8 @@ class VClampGroup(AbstractClampGroup):
         h = jnp.full_like(states["h"], t1 - t0)
         return {**states, "stim": stim, "on": on, "h": h}
 
-    def after_step(self, t0, t1, v1, states, span):
-        del t0, t1, span
+    def after_step(self, t0, t1, v1, states, span, ions=None):
+        del t0, t1, span, ions
         v = v1[self.index]
         e, vo, vi = self.solve(v, states)
         i = states["on"] * (vo - v) / self.rstim

@@ -229,18 +229,18 @@ def test_gradients_through_weight_vectors(tm_syn):
         return eqx.tree_at(lambda m: m.point_processes[0].params, m, par)
 
     @jax.jit
-    def loss(p):
-        return jnp.sum(so.simulate(with_params(model, p), 8.0, DT).recordings["v"])
+    def loss(p, m):
+        return jnp.sum(so.simulate(with_params(m, p), 8.0, DT).recordings["v"])
 
     p0 = jnp.asarray([0.01, 0.37, 0.04])
-    grad = np.asarray(jax.grad(loss)(p0))
-    fd = finite_difference_grad(loss, p0, eps=1e-6)
+    grad = np.asarray(jax.grad(loss)(p0, model))
+    fd = finite_difference_grad(lambda p: loss(p, model), p0, eps=1e-6)
     print("grad", grad, "fd", fd)
     assert np.all(np.abs(grad) > 1e-6)
     np.testing.assert_allclose(grad, fd, rtol=1e-5)
 
-    model = _model(tm_syn, OFF_GRID, dtype=jnp.float32)
-    grad32 = jax.grad(loss)(p0.astype(jnp.float32))
+    model32 = _model(tm_syn, OFF_GRID, dtype=jnp.float32)
+    grad32 = jax.grad(loss)(p0.astype(jnp.float32), model32)
     assert grad32.dtype == jnp.float32 and np.all(np.isfinite(grad32))
 
 
