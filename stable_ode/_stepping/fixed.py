@@ -188,7 +188,7 @@ class FixedSteps(AbstractStepping):
         controller = SafeStepTo(times) if self.controller is None else self.controller
         # events: point-process hooks around each step (no-op without them)
         span = fixed_span(self.dt)
-        solver = with_events(solver, model, span)
+        solver = with_events(solver, model, span, fixed=True)
         return GridConfig(
             solver=guard(solver, controller, check_error=controller.check_error),
             controller=controller,

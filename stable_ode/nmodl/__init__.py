@@ -58,8 +58,9 @@ def load_nmodl(
 
     **Raises:** `NmodlError` (a `ValueError`) naming the file, the line and the
     construct for a file that is missing, does not parse, uses a construct
-    that is not supported (VERBATIM, POINTER, arrays, random numbers,
-    `net_send`, ...), or defines a name that another file already
+    that is not supported (VERBATIM, POINTER, arrays indexed at run time,
+    random numbers, `WATCH`, `net_event`, ...), or defines a name that
+    another file already
     defines; `ImportError` if NEURON is not installed.
     """
     from ._declarations import read_mod

@@ -90,6 +90,7 @@ class Emitter:
         self.solve = None  # callback for SOLVE statements
         self.reaction = None  # callback for `~` and CONSERVE (KINETIC blocks)
         self.event_time = False  # `t` readable (NET_RECEIVE: the event's time)
+        self.sends: int | None = None  # net_send calls so far (NET_RECEIVE only)
 
     def fail(self, construct, problem, line=None):
         raise NmodlError(self.module.path, line or self.line, construct, problem)
@@ -212,6 +213,8 @@ class Emitter:
                 self.emit(f"l.{py(n)} = 0.0")
         elif isinstance(s, ir.Assign):
             self.assign(s, sc)
+        elif isinstance(s, ir.CallStmt) and s.fn == "net_send":
+            self.net_send(s, sc)
         elif isinstance(s, ir.CallStmt):
             c = self.module.callables.get(s.fn)
             if c is not None and c.kind == "PROCEDURE":
@@ -243,6 +246,24 @@ class Emitter:
         else:
             raise AssertionError(s)
 
+    def net_send(self, s: ir.CallStmt, sc: Scope):
+        """`net_send(delay, flag)`: the self-event of call site `k` is kept in
+        `m._ev{k}_on` (1 where sent), `_t` (its time, ms) and `_f` (its flag),
+        which if/else merge as any variable (see `send_names`)."""
+        if self.sends is None:
+            self.fail(
+                "net_send()",
+                "net_send is supported in NET_RECEIVE only (not in INITIAL or "
+                "a FUNCTION or PROCEDURE)",
+            )
+        k = self.sends
+        self.sends += 1
+        on, t, f = send_names(k)
+        delay, flag = (self.expr(a, sc) for a in s.args)
+        self.emit(f"m.{t} = m.t + {delay}")
+        self.emit(f"m.{f} = {flag}")
+        self.emit(f"m.{on} = 1.0")
+
     def assign(self, s: ir.Assign, sc: Scope):
         t = s.target
         value = self.expr(s.value, sc)
@@ -270,6 +291,13 @@ class Emitter:
         self.stmts(s.orelse, sc)
         self.line = s.line
         self.emit(f"merge_into(_c{k}, (m, l), _t{k})")
+
+
+def send_names(k: int) -> tuple[str, str, str]:
+    """The `Vars` entries of NET_RECEIVE's `k`-th `net_send` call site: whether
+    it sent, the self-event's time (ms) and its flag (no NMODL name starts
+    with `_ev`)."""
+    return f"_ev{k}_on", f"_ev{k}_t", f"_ev{k}_f"
 
 
 def _expm1_of(den: ir.Expr):

@@ -186,11 +186,29 @@ class _Reader(ArrayReading, KineticReading):
                 self.fail(
                     self.cursor,
                     f"{name}()",
-                    "self-events and event functions are not supported yet "
-                    "(a NET_RECEIVE may only add to states)",
+                    "is not supported (as a value; net_send(delay, flag) and "
+                    "state_discontinuity(x, value) are, as statements in "
+                    "NET_RECEIVE)"
+                    if name in ("net_send", "state_discontinuity")
+                    else "is not supported yet (of the event functions, "
+                    "net_send is, in NET_RECEIVE)",
                 )
             return ir.Call(name, tuple(self.expr(a) for a in n.arguments))
         self.fail(self.cursor, t, f"expression {self.nmodl.to_nmodl(n)!r}")
+
+    def event_statement(self, name, e, line):
+        """`net_send(delay, flag)` (a self-event, `ir.CallStmt`; where it may
+        stand is checked with the NET_RECEIVE block) or
+        `state_discontinuity(x, value)` (NEURON: `x = value`)."""
+        args = list(e.arguments)
+        if len(args) != 2:
+            self.fail(line, f"{name}()", f"takes 2 arguments, got {len(args)}")
+        if name == "net_send":
+            return ir.CallStmt(name, tuple(self.expr(a) for a in args), line)
+        target = self.expr(args[0])
+        if not isinstance(target, ir.Name):
+            self.fail(line, f"{name}()", "its first argument must be a variable")
+        return ir.Assign(target.id, self.expr(args[1]), line)
 
     def name(self, name: str) -> ir.Expr:
         if name in self.env:
@@ -346,6 +364,8 @@ class _Reader(ArrayReading, KineticReading):
         if t == "FunctionCall":
             name = e.name.get_node_name()
             line = self.stmt_line(rf"\b{re.escape(name)}\s*\(")
+            if name in ("net_send", "state_discontinuity"):
+                return self.event_statement(name, e, line)
             call = self.expr(e)
             return ir.CallStmt(name, call.args, line)
         if t in _UNSUPPORTED:

@@ -34,10 +34,12 @@ vectorised group (`AbstractNmodlPointGroup`, an
   currents as densities (`ion_densities`), and its total current (the
   nonspecific and the ion currents) drives the voltage.
 
-Not supported (one `NmodlError` each): `net_send` and other event functions,
-`flag`, statements in NET_RECEIVE other than those above (see
-`_point_analysis.receive_increments`), a point process writing a
-concentration, a `NET_RECEIVE` target whose decay rate depends on `v` or a
+A NET_RECEIVE with statements other than those above (see
+`_point_analysis.receive_increments`: it reads the states, tests `flag`,
+sends self-events) runs in turn at each event instead, on adaptive steps that
+land there: `stable_ode.nmodl._sequential`. Not supported (one `NmodlError`
+each): event functions other than `net_send`, a point process writing a
+concentration, an increment target whose decay rate depends on `v` or a
 state.
 """
 

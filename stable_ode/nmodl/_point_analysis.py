@@ -112,6 +112,68 @@ def receive_increments(module: ir.Module) -> dict[str, int]:
     return out
 
 
+def sequential_receive(module: ir.Module) -> tuple[str, ...]:
+    """For a NET_RECEIVE run in turn at each event (`_sequential`): the
+    `ASSIGNED`s it sets that no other block computes (held per instance
+    between events). It may read anything, test `flag`, send self-events
+    (`net_send`) and assign the states, those `ASSIGNED`s, the weight
+    vector's other elements and LOCALs; anything else is one error."""
+    nr = module.net_receive
+    fx = effects(module)
+    outside = _assigned_outside_receive(module)
+    vector = set(nr.params[1:])
+    local: set[str] = set()
+    held: set[str] = set()
+    for s in walk(nr.body):
+        if isinstance(s, ir.Local):
+            local |= set(s.names)
+            continue
+        if isinstance(s, ir.Assign):
+            targets = {s.target}
+        elif isinstance(s, ir.CallStmt) and s.fn in fx:
+            targets = set(fx[s.fn][1])
+        else:
+            continue
+        for x in sorted(targets - local - vector - set(module.states)):
+            if x == nr.params[0]:
+                problem = f"assigning the weight {x} is not supported"
+            elif x in module.assigned and x not in outside:
+                held.add(x)
+                continue
+            elif x in module.assigned:
+                problem = (
+                    f"assigns {x}, which BREAKPOINT or the kinetics compute "
+                    "(NEURON would overwrite it at the next step)"
+                )
+            else:
+                problem = (
+                    f"assigns {x}: a NET_RECEIVE may assign the states, "
+                    "ASSIGNEDs that no other block computes, the weight "
+                    "vector's other elements and LOCALs"
+                )
+            raise NmodlError(module.path, s.line, "NET_RECEIVE", problem)
+    if module.net_receive_initial is not None:
+        _check_receive_initial(module, vector)
+    return tuple(sorted(held))
+
+
+def event_held(module: ir.Module) -> set[str]:
+    """The `ASSIGNED`s that NET_RECEIVE sets (directly or through the
+    procedures it calls) and no other block but INITIAL computes: values
+    held from one event to the next, which the other blocks may read."""
+    nr = module.net_receive
+    if nr is None:
+        return set()
+    fx = effects(module)
+    out = set()
+    for s in walk(nr.body):
+        if isinstance(s, ir.Assign):
+            out.add(s.target)
+        elif isinstance(s, ir.CallStmt) and s.fn in fx:
+            out |= fx[s.fn][1]
+    return (out & set(module.assigned)) - _assigned_outside_receive(module)
+
+
 def check_point_ions(module: ir.Module) -> None:
     """A point process may read ion variables and write ion currents (nA,
     added to its compartment's), not concentrations."""

@@ -19,17 +19,23 @@ from ._point_analysis import (
     counters,
     derived_names,
     receive_increments,
+    sequential_receive,
 )
+from ._sequential import AbstractNmodlSequentialGroup
 
 
 class _PointSpec:
     """What the group of one imported point process needs (a class attribute,
     static)."""
 
-    def __init__(self, module, fields, ns, derivs, derived, targets):
+    def __init__(self, module, fields, ns, derivs, derived, targets, held=None):
         self.module, self.fields, self.ns = module, fields, ns
         self.derivs, self.derived, self.targets = derivs, derived, targets
-        self.counters = counters(module, targets)
+        # `held`: a NET_RECEIVE run in turn (`_sequential`) and the ASSIGNEDs
+        # it sets, held between events
+        self.sequential = held is not None
+        self.counters = held if held is not None else counters(module, targets)
+        self.n_sends = ns.get("N_SENDS", 0)
         self.recorded = breakpoint_values(module, self.counters)
         self.ion_reads = {
             x: (
@@ -75,12 +81,18 @@ class _PointSpec:
 def make_point_class(module, fields, ns, derivs, info, use_ions):
     """The user-facing class of point process `module` (fields: site, the
     `PARAMETER`s, name) and its group class."""
-    targets = receive_increments(module) if module.net_receive is not None else {}
-    spec = _PointSpec(module, fields, ns, derivs, derived_names(module), targets)
+    targets, held = {}, None
+    if module.net_receive is not None:
+        try:
+            targets = receive_increments(module)
+        except NmodlError:  # more than increments: run in turn at each event
+            held = sequential_receive(module)
+    spec = _PointSpec(module, fields, ns, derivs, derived_names(module), targets, held)
     name = module.suffix
+    base = AbstractNmodlSequentialGroup if spec.sequential else AbstractNmodlPointGroup
     group_cls = type(
         f"{name}Group",
-        (AbstractNmodlPointGroup,),
+        (base,),
         {
             "__annotations__": {
                 "params": dict[str, Float[Array, " n"]],
@@ -111,6 +123,15 @@ def make_point_class(module, fields, ns, derivs, info, use_ions):
             f: jnp.asarray(np.asarray([float(getattr(p, f)) for p in pps]), dtype)
             for f in fields
         }
+        if spec.sequential and arrivals is not None:
+            t = np.asarray(arrivals.time, dtype=float)
+            t = t[np.isfinite(t)]
+            if t.size and t.min() <= 0:
+                raise ValueError(
+                    f"a NetCon event into point process {name} at t = "
+                    f"{t.min():g} ms: its NET_RECEIVE runs at each event's "
+                    "time, which must be after the start (t > 0)"
+                )
         return group_cls(
             params=params,
             index=index,
@@ -135,7 +156,7 @@ def make_point_class(module, fields, ns, derivs, info, use_ions):
         "name": None,
         "__check_init__": __check_init__,
         "make_point_process_group": classmethod(make_point_process_group),
-        "receives_events": bool(targets),
+        "receives_events": bool(targets) or spec.sequential,
         "group_class": group_cls,
         "nmodl": info,
         "__doc__": f"NMODL point process `{name}` imported from `{module.path}`. "

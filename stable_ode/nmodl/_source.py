@@ -9,7 +9,7 @@ from ._analysis import (
     expand,
     StateDependence,
 )
-from ._codegen import Emitter, label_of, py, Scope
+from ._codegen import Emitter, label_of, py, Scope, send_names
 from ._errors import NmodlError
 from ._frontend import NEURON_GLOBALS
 from ._kinetic_source import KineticSource, scheme_states, steady_state_code
@@ -181,8 +181,12 @@ class Source(ReadChecks):
         receive = c is self.module.net_receive
         em.event_time = receive
         names = set(c.params) | ({c.name} if c.kind == "FUNCTION" else set())
-        sc = Scope(names, c.name)
         args = ", ".join(py(p) for p in c.params)
+        if receive:  # NET_RECEIVE's implicit argument: 0 for a NetCon's event
+            names.add("flag")
+            args += ", flag=0.0"
+            em.sends = 0
+        sc = Scope(names, c.name)
         prefix = "fn_" if c.kind == "FUNCTION" else "pr_"
         em.emit(
             f'"""{c.kind} {c.name}({", ".join(c.params)}) ({self.label}:{c.line})"""'
@@ -190,8 +194,16 @@ class Source(ReadChecks):
         init = [f"{py(p)}={py(p)}" for p in c.params]
         if c.kind == "FUNCTION":
             init.append(f"{py(c.name)}=0.0")
+        if receive:
+            init.append("flag=flag")
         em.emit(f"l = Vars({', '.join(init)})")
+        start = len(em.out)
         em.stmts(c.body, sc)
+        if receive and em.sends:  # the self-events: none sent unless net_send runs
+            names0 = [x for k in range(em.sends) for x in send_names(k)]
+            em.out[start:start] = [f"    m.{x} = 0.0" for x in names0]
+        if receive:
+            self.chunks.append(f"N_SENDS = {em.sends}")
         if c.kind == "FUNCTION":
             em.out.append(f"    return l.{py(c.name)}")
         if receive:  # its arguments' new values: the NetCon's weight vector

@@ -13,6 +13,7 @@ from ._analysis import (
     summaries,
     walk,
 )
+from ._point_analysis import event_held
 
 
 # The statements of DERIVATIVE and KINETIC blocks that are equations, not
@@ -43,12 +44,13 @@ class ReadChecks:
             return f
 
         self.carried = self.carried_names(exposed)
+        held = event_held(mod)  # NET_RECEIVE's, kept between events
         for blk in self.solved:
             check_reads(
                 mod,
                 blk.body,
                 exposed,
-                set(self.derived) | self.carried,
+                set(self.derived) | self.carried | held,
                 fail(f"{blk.kind} {blk.name}"),
             )
         if mod.initial is not None:
@@ -60,7 +62,7 @@ class ReadChecks:
                 mod,
                 body,
                 exposed,
-                set(self.derived),
+                set(self.derived) | held,
                 lambda n, line: early.setdefault(n, line),
             )
             self.persistent = self.persistent_names(early, body)

@@ -133,16 +133,6 @@ DERIVATIVE s { g' = -g/tau }
 @pytest.mark.parametrize(
     "body, construct, line, words",
     [
-        ("NET_RECEIVE(w) {\n  net_send(1, 1)\n}\n", "net_send()", 8, "self-events"),
-        (
-            "NET_RECEIVE(w, f) {\n  if (flag == 0) { g = g + w }\n}\n",
-            "flag",
-            8,
-            "not supported yet",
-        ),
-        ("NET_RECEIVE(w) {\n  g = 2*g + w\n}\n", "NET_RECEIVE", 8, "x = x + expr"),
-        ("NET_RECEIVE(w) {\n  g = g + w*g\n}\n", "NET_RECEIVE", 8, "reads g"),
-        ("NET_RECEIVE(w) {\n  g = g + w*v\n}\n", "NET_RECEIVE", 8, "reads v"),
         ("NET_RECEIVE(w) {\n  w = 2\n}\n", "NET_RECEIVE", 8, "the weight w"),
         (
             "NET_RECEIVE(w, y) {\n  INITIAL { g = 1 }\n  g = g + w\n}\n",
@@ -153,6 +143,8 @@ DERIVATIVE s { g' = -g/tau }
     ],
 )
 def test_unsupported_net_receive(tmp_path, body, construct, line, words):
+    """(A NET_RECEIVE that reads the states, tests `flag` or sends self-events
+    runs in turn at each event: `test_self_events.py`.)"""
     path = tmp_path / "p.mod"
     path.write_text(NET + body)
     with pytest.raises(NmodlError) as e:

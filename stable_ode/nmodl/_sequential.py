@@ -1,0 +1,311 @@
+"""Point processes whose `NET_RECEIVE` runs as NEURON runs it: at each
+event's time, on the states at that time, one event after another.
+
+The group of a `POINT_PROCESS` file whose `NET_RECEIVE` does more than add to
+states that decay exactly (`_point_analysis.receive_increments`) — it reads
+the states or `v`, sets values the kinetics read, tests `flag` or sends
+self-events with `net_send(delay, flag)` — is an
+`AbstractNmodlSequentialGroup`:
+
+- steps land on every event (adaptive steps only: the step controller is
+  clipped to the next event, `stable_ode.events._stepping.ArrivalClip`), and
+  the events at a step's end are delivered by `receive` after the step: the
+  self-events due then, the NetCon events from spike times and the NetCon
+  events from threshold sources (each in turn, on the states the previous one
+  left), then the self-events that these sent with delay 0;
+- a self-event carries the flag given to `net_send` and the weight vector of
+  the event that sent it (NEURON's rule), and waits in a queue of
+  `queue_slots` events per instance (the states `queue:t<k>`, ms, `1e30` when
+  empty; `queue:flag<k>`; `queue:src<k>`, which NetCon's vector); a full
+  queue makes the step non-finite;
+- the `ASSIGNED`s that NET_RECEIVE sets and no other block computes (the
+  `synon` of a pulse synapse) are held per instance between events, as
+  states.
+
+Events at exactly the same time run in that order (self-events first);
+NEURON runs them in the order it queued them.
+
+Gradients flow through everything the events compute (weights, weight
+vectors, parameters, the event's `t`), not through the moving of the
+delivery instant itself: the derivative with respect to a delay into these
+groups misses the jump of the states' rate at the event.
+"""
+
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from ..events._arrivals import CELL_NETCON, is_time, NETCON
+from ..events._groups import Held
+from . import _runtime
+from ._codegen import py, send_names
+from ._point import AbstractNmodlPointGroup
+
+
+EMPTY = 1e30
+"""The time (ms) of an empty queue slot: finite, so the states stay finite."""
+
+
+def _queue_keys(k: int) -> tuple[str, str, str]:
+    return f"queue:t{k}", f"queue:flag{k}", f"queue:src{k}"
+
+
+class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
+    """The instances of one imported point process whose NET_RECEIVE runs in
+    turn at each event (see the module docstring)."""
+
+    sequential: ClassVar[bool] = True
+    in_step: ClassVar[bool] = False
+    in_step_states: ClassVar[tuple[str, ...]] = ()
+    queue_slots: ClassVar[int] = 8
+
+    def init_states(self, model, v, ions=None):
+        out = super().init_states(model, v, ions)
+        z = jnp.zeros_like(out["t_delivered"])
+        for k in range(self.queue_slots):
+            t, f, src = _queue_keys(k)
+            out |= {t: jnp.full_like(z, EMPTY), f: z, src: z}
+        return out
+
+    def kinetics(self, model, v, states, ions=None):
+        out = super().kinetics(model, v, states, ions)
+        return out | {k: Held() for k in states if k.startswith("queue:")}
+
+    def before_step(self, t0, t1, t_start, states, span):
+        del t0, t1, t_start, span
+        return states
+
+    def jump_times(self, dtype):
+        # Not jump times: the steps land on these events exactly (not just
+        # before and after), by `next_event`.
+        return jnp.zeros((0,), dtype)
+
+    # -- where steps must land -----------------------------------------------
+
+    def next_event(self, states, after):
+        """`(t, at)`: the first self-event or NetCon event from spike times
+        strictly after `after` (ms, `inf` if none), and whether one is at
+        `after`. (Events from threshold sources: `ArrivalClip`'s own.)"""
+        times = [states[_queue_keys(k)[0]] for k in range(self.queue_slots)]
+        t = jax.lax.stop_gradient(jnp.concatenate(times))
+        t = jnp.where(t < 0.5 * EMPTY, t, jnp.inf)
+        if self.arrivals is not None:
+            a = jax.lax.stop_gradient(self.arrivals.time)
+            t = jnp.concatenate([t, a])
+        nxt = jnp.min(jnp.where(t > after, t, jnp.inf), initial=jnp.inf)
+        return nxt, jnp.any(t == after)
+
+    # -- delivery ---------------------------------------------------------------
+
+    def receive(self, model, t1, v1, states, span, ring, ions=None):
+        """`states` after the events due at the step's end `t1` (ms; every
+        event in `(t_delivered, t1]`), at voltages `v1` (mV, all
+        compartments); `ring`: the threshold sources' ring buffer as columns
+        (`ThresholdSources.columns`), or `None`. Steps without events (most)
+        skip the delivery (`lax.cond`; under `vmap` both branches run)."""
+        t_lo = states["t_delivered"][0]
+        ctx = _Context(self, model, v1, ions)
+        spike = cell = None
+        due = jnp.any(jnp.stack(self._due(states, t1)))
+        if self.arrivals is not None:
+            spike = self.arrivals.select(t_lo, t1, span, True)
+            due = due | jnp.any(spike[3])
+        if self.cell is not None and ring is not None:
+            c = self.cell
+            rows = jnp.stack(ring)[:, c.source]
+            count, arrival = 0, 0.0
+            for s in rows:
+                ta = s + c.delay
+                ts = jax.lax.stop_gradient(ta)
+                hit = is_time(s) & (ts > t_lo) & (ts <= t1)
+                count = count + hit.astype(jnp.int32)
+                arrival = arrival + jnp.where(hit, ta, 0.0)
+            cell = (count, arrival)
+            due = due | jnp.any(count > 0)
+
+        def deliver(states):
+            out, bad = self._queue_pass(ctx, dict(states), t1)
+            if spike is not None:
+                t, entry, _, mask, overflow, nc = spike
+                out, b = self._in_turn(ctx, out, entry, nc, t, mask)
+                bad = bad | b | overflow
+            if cell is not None:
+                count, arrival = cell
+                m = self.cell.entry.shape[0]
+                src = ctx.n_spike + jnp.arange(m, dtype=jnp.int32)
+                out, b = self._in_turn(
+                    ctx, out, self.cell.entry, src, arrival, count > 0
+                )
+                bad = bad | b | jnp.any(count > 1)
+            out, b = self._queue_pass(ctx, out, t1)  # those sent with delay 0
+            bad = bad | b | jnp.any(jnp.stack(self._due(out, t1)))
+            return {
+                k: x if k == "t_delivered" else jnp.where(bad, jnp.nan, x)
+                for k, x in out.items()
+            }
+
+        out = jax.lax.cond(due, deliver, lambda x: dict(x), dict(states))
+        out["t_delivered"] = jnp.full_like(states["t_delivered"], t1)
+        return self.with_current(v1, out, ions)
+
+    def _due(self, states, t1):
+        """Per slot: whether each instance's self-event there is due by `t1`."""
+        out = []
+        for k in range(self.queue_slots):
+            t = states[_queue_keys(k)[0]]
+            out.append((t <= t1) & (t < 0.5 * EMPTY))
+        return out
+
+    def _queue_pass(self, ctx, states, t1):
+        """Every instance's due self-events, earliest first: `queue_slots`
+        rounds, each running each instance's earliest due event (vectorised
+        over the instances)."""
+        n = states["t_delivered"].shape[0]
+        rows = jnp.arange(n, dtype=jnp.int32)
+
+        def round_(carry, _):
+            states, bad = carry
+            keys = [_queue_keys(k) for k in range(self.queue_slots)]
+            t = jnp.stack([states[k[0]] for k in keys], 1)  # (n, slots)
+            due = (t <= t1) & (t < 0.5 * EMPTY)
+            first = jnp.argmin(jnp.where(due, t, jnp.inf), axis=1)
+            on = jnp.any(due, axis=1)
+            pick = jax.nn.one_hot(first, len(keys), dtype=bool) & on[:, None]
+            te = jnp.take_along_axis(t, first[:, None], 1)[:, 0]
+            flag = jnp.stack([states[k[1]] for k in keys], 1)
+            flag = jnp.take_along_axis(flag, first[:, None], 1)[:, 0]
+            src = jnp.stack([states[k[2]] for k in keys], 1)
+            src = jnp.take_along_axis(src, first[:, None], 1)[:, 0]
+            src = jnp.where(on, src, 0.0).astype(jnp.int32)
+            states = dict(states)
+            for j, (tk, _, _) in enumerate(keys):  # taken out before it runs
+                states[tk] = jnp.where(pick[:, j], EMPTY, states[tk])
+            states, b = self._run(ctx, states, rows, src, te, flag, on)
+            return (states, bad | b), None
+
+        (states, bad), _ = jax.lax.scan(
+            round_, (states, jnp.asarray(False)), None, length=self.queue_slots
+        )
+        return states, bad
+
+    def _in_turn(self, ctx, states, entry, src, t, mask):
+        """NetCon events (flag 0) at instances `entry` from NetCons `src` at
+        times `t` (ms) where `mask`, one after another."""
+
+        def one(carry, ev):
+            states, bad = carry
+            e, s, te, on = ev
+            states, b = self._run(
+                ctx, states, e[None], s[None], te[None], None, on[None]
+            )
+            return (states, bad | b), None
+
+        (states, bad), _ = jax.lax.scan(
+            one,
+            (states, jnp.asarray(False)),
+            (entry.astype(jnp.int32), src.astype(jnp.int32), t, mask),
+        )
+        return states, bad
+
+    def _run(self, ctx, states, rows, src, t, flag, on):
+        """NET_RECEIVE for the events at instances `rows` (`(k,)`, distinct)
+        from NetCons `src` at times `t` with flags `flag` (`None`: 0) where
+        `on`: `(states, overflow)`."""
+        sp = self.spec
+        held = (*sp.module.states, *sp.counters)
+        own = {x: states[x][rows] for x in held}
+        vec = {a: ctx.vector(states, a)[src] for a in sp.vector}
+        w = ctx.weight[src]
+        m = self._vars(
+            ctx.params(rows), ctx.v[rows], own, self.celsius, ctx.geometry(rows),
+            ctx.ion_rows(rows),
+        )  # fmt: skip
+        m.t = t
+        lv = sp.ns["pr_NET_RECEIVE"](
+            m, w, *vec.values(), flag=0.0 if flag is None else flag
+        )
+        out = dict(states)
+        for x in held:
+            new = _runtime.as_n(getattr(m, py(x)), w)
+            out[x] = out[x].at[rows].set(jnp.where(on, new, own[x]))
+        for a in sp.vector:
+            new = _runtime.as_n(getattr(lv, py(a)), w)
+            out = ctx.set_vector(out, a, jnp.where(on, src, -1), new)
+        bad = jnp.asarray(False)
+        for k in range(sp.n_sends):
+            sent, ts, fs = (getattr(m, x) for x in send_names(k))
+            sent = on & (_runtime.as_n(sent, w) != 0)
+            out, b = _enqueue(out, self.queue_slots, rows, sent, ts, fs, src, w)
+            bad = bad | b
+        return out, bad
+
+
+def _enqueue(states, slots, rows, sent, t, flag, src, like):
+    """`states` with a self-event at time `t` with `flag` from NetCon `src`
+    queued at each instance of `rows` where `sent` (in its first empty slot);
+    and whether a queue was full."""
+    t = _runtime.as_n(t, like)
+    flag = _runtime.as_n(flag, like)
+    times = jnp.stack([states[_queue_keys(k)[0]][rows] for k in range(slots)], 1)
+    empty = times >= 0.5 * EMPTY
+    first = jnp.argmax(empty, axis=1)
+    full = sent & ~jnp.any(empty, axis=1)
+    out = dict(states)
+    for k in range(slots):
+        tk, fk, sk = _queue_keys(k)
+        put = sent & jnp.any(empty, axis=1) & (first == k)
+        dt = out[tk].dtype
+        out[tk] = out[tk].at[rows].set(jnp.where(put, t, out[tk][rows]).astype(dt))
+        out[fk] = out[fk].at[rows].set(jnp.where(put, flag, out[fk][rows]).astype(dt))
+        s = src.astype(dt)
+        out[sk] = out[sk].at[rows].set(jnp.where(put, s, out[sk][rows]))
+    return out, jnp.any(full)
+
+
+class _Context:
+    """What one delivery reads at every event: the voltages, geometry and
+    ions at the instances' compartments, and the NetCons' weights and weight
+    vectors (spike-time NetCons first, then those from threshold sources:
+    a NetCon's number `src` indexes both)."""
+
+    def __init__(self, group, model, v, ions):
+        self.group = group
+        self.v = v[group.index]
+        self.diam = model.diameter[group.index]
+        self.area = None if model.area is None else model.area[group.index] * 1e8
+        self.ions = group._ions(ions)
+        a, c = group.arrivals, group.cell
+        self.n_spike = 0 if a is None else a.weight.shape[0]
+        parts = [x.weight for x in (a, c) if x is not None]
+        self.weight = jnp.concatenate(parts) if parts else jnp.zeros((1,), v.dtype)
+
+    def params(self, rows):
+        return {f: x[rows] for f, x in self.group.params.items()}
+
+    def geometry(self, rows):
+        out = dict(diam=self.diam[rows])
+        if self.area is not None:
+            out["area"] = self.area[rows]
+        return out
+
+    def ion_rows(self, rows):
+        return None if self.ions is None else {k: x[rows] for k, x in self.ions.items()}
+
+    def vector(self, states, a):
+        parts = [states[p + a] for p in (NETCON, CELL_NETCON) if p + a in states]
+        return jnp.concatenate(parts) if parts else jnp.zeros_like(self.weight)
+
+    def set_vector(self, states, a, src, new):
+        """`states` with element `a` of NetCons `src` (`-1`: none) set to `new`."""
+        out = dict(states)
+        lo = 0
+        for p in (NETCON, CELL_NETCON):
+            if p + a not in states:
+                continue
+            x = states[p + a]
+            n = x.shape[0]
+            at = jnp.where((src >= lo) & (src < lo + n), src - lo, n)
+            out[p + a] = x.at[at].set(new.astype(x.dtype), mode="drop")
+            lo += n
+        return out
