@@ -128,12 +128,16 @@ class EventSteps(AbstractWrappedSolver):
         ionic = any(uses_ions(g) for g in model.point_processes)
         views = model.ion_views(v1, y1.groups) if ionic else None
 
+        moved = []  # the voltage's changes by moving events (0 in value)
+
         def after(g, x):
             if isinstance(g, (ThresholdSources, SpikeLog)):
                 return x
             ions = views if uses_ions(g) else None
             if _sequential(g):  # every event at t1, in turn
-                return g.receive(model, t1, v1, x, span, ring1, ions)
+                y, dv = g.receive(model, t1, v1, x, span, ring1, ions)
+                moved.append(jnp.zeros_like(v1).at[g.index].add(dv))
+                return y
             y = g.after_step(t0, t1, v1, x, span, ions=ions)
             cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
             if cell is None or ring1 is None:
@@ -143,6 +147,8 @@ class EventSteps(AbstractWrappedSolver):
             return g.with_current(v1, y, ions)
 
         y1 = _hook(model, y1, after)
+        if moved:
+            y1 = State(v=y1.v + sum(moved[1:], moved[0]), groups=y1.groups)
         return y1, y_error, dense, (inner, t_start), result
 
 

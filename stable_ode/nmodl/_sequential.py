@@ -26,9 +26,11 @@ Events at exactly the same time run in that order (self-events first);
 NEURON runs them in the order it queued them.
 
 Gradients flow through everything the events compute (weights, weight
-vectors, parameters, the event's `t`), not through the moving of the
-delivery instant itself: the derivative with respect to a delay into these
-groups misses the jump of the states' rate at the event.
+vectors, parameters, the event's `t`) and through the events' times (NetCon
+delays, `net_send` delays): the steps land on an event without its
+derivative, so `_run` adds the derivative of moving the event (the jump of
+the point process's rates and of the voltage's rate at the event) as a term
+that is zero in value.
 """
 
 from typing import ClassVar
@@ -38,6 +40,7 @@ import jax.numpy as jnp
 
 from ..events._arrivals import CELL_NETCON, is_time, NETCON
 from ..events._groups import Held
+from ..mechanisms import AbstractKinetics
 from . import _runtime
 from ._codegen import py, send_names
 from ._point import AbstractNmodlPointGroup
@@ -45,6 +48,8 @@ from ._point import AbstractNmodlPointGroup
 
 EMPTY = 1e30
 """The time (ms) of an empty queue slot: finite, so the states stay finite."""
+DV = "@dv"
+"""During a delivery: the voltage's change (mV, per instance; 0 in value)."""
 
 
 def _queue_keys(k: int) -> tuple[str, str, str]:
@@ -99,9 +104,11 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
     # -- delivery ---------------------------------------------------------------
 
     def receive(self, model, t1, v1, states, span, ring, ions=None):
-        """`states` after the events due at the step's end `t1` (ms; every
-        event in `(t_delivered, t1]`), at voltages `v1` (mV, all
-        compartments); `ring`: the threshold sources' ring buffer as columns
+        """`(states, dv)`: `states` after the events due at the step's end
+        `t1` (ms; every event in `(t_delivered, t1]`), at voltages `v1` (mV,
+        all compartments), and the change of the voltage at each instance's
+        compartment (mV: zero, with the derivative with respect to the event
+        times); `ring`: the threshold sources' ring buffer as columns
         (`ThresholdSources.columns`), or `None`. Steps without events (most)
         skip the delivery (`lax.cond`; under `vmap` both branches run)."""
         t_lo = states["t_delivered"][0]
@@ -145,9 +152,11 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
                 for k, x in out.items()
             }
 
-        out = jax.lax.cond(due, deliver, lambda x: dict(x), dict(states))
+        start = dict(states) | {DV: jnp.zeros_like(states["t_delivered"])}
+        out = jax.lax.cond(due, deliver, lambda x: dict(x), start)
+        dv = out.pop(DV)
         out["t_delivered"] = jnp.full_like(states["t_delivered"], t1)
-        return self.with_current(v1, out, ions)
+        return self.with_current(v1, out, ions), dv
 
     def _due(self, states, t1):
         """Per slot: whether each instance's self-event there is due by `t1`."""
@@ -217,18 +226,35 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         own = {x: states[x][rows] for x in held}
         vec = {a: ctx.vector(states, a)[src] for a in sp.vector}
         w = ctx.weight[src]
-        m = self._vars(
-            ctx.params(rows), ctx.v[rows], own, self.celsius, ctx.geometry(rows),
-            ctx.ion_rows(rows),
-        )  # fmt: skip
+        v = ctx.v[rows]
+
+        def at(x):
+            return self._vars(
+                ctx.params(rows), v, x, self.celsius, ctx.geometry(rows),
+                ctx.ion_rows(rows),
+            )  # fmt: skip
+
+        # The event's instant moved by `shift` (0, with the event time's
+        # derivative): the states run that much longer at their rates before
+        # it, and that much shorter at their rates after it. Zero in value; in
+        # the derivative, the jump of the rates at the event.
+        shift = t - jax.lax.stop_gradient(t)
+        rate0, i0 = self._rates(at(own), own, v)
+        moved = {x: own[x] + shift * rate0[x] if x in rate0 else own[x] for x in held}
+        m = at(moved)
         m.t = t
         lv = sp.ns["pr_NET_RECEIVE"](
             m, w, *vec.values(), flag=0.0 if flag is None else flag
         )
+        after = {x: _runtime.as_n(getattr(m, py(x)), w) for x in held}
+        rate1, i1 = self._rates(at(after), after, v)
+        after = {x: y - shift * rate1[x] if x in rate1 else y for x, y in after.items()}
+        # the voltage's rate jumps with the current: -1e-3·Δi/(C·area) mV/ms
+        dv = jnp.where(on, shift * 1e-3 * (i1 - i0) / ctx.charge[rows], 0.0)
         out = dict(states)
+        out[DV] = out[DV].at[rows].add(dv)
         for x in held:
-            new = _runtime.as_n(getattr(m, py(x)), w)
-            out[x] = out[x].at[rows].set(jnp.where(on, new, own[x]))
+            out[x] = out[x].at[rows].set(jnp.where(on, after[x], own[x]))
         for a in sp.vector:
             new = _runtime.as_n(getattr(lv, py(a)), w)
             out = ctx.set_vector(out, a, jnp.where(on, src, -1), new)
@@ -239,6 +265,24 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
             out, b = _enqueue(out, self.queue_slots, rows, sent, ts, fs, src, w)
             bad = bad | b
         return out, bad
+
+    def _rates(self, m, x, v):
+        """The states' rates (/ms, by name; the states that DERIVATIVE moves)
+        and the point process's current (nA, outward) at the variables `m`
+        (states `x`)."""
+        kin = {}
+        for d in self.spec.derivs:
+            kin |= d(m.copy())
+        rates = {
+            s: kin[s].rhs(x[s])
+            for s in self.spec.module.states
+            if isinstance(kin.get(s), AbstractKinetics)
+        }
+        self.spec.ns["breakpoint"](m)
+        parts = [getattr(m, py(n)) for n in self.spec.module.nonspecific]
+        parts += [getattr(m, py(n)) for _, n in self.spec.ion_writes]
+        i = sum(parts[1:], parts[0]) if parts else 0.0
+        return rates, _runtime.as_n(i, v)
 
 
 def _enqueue(states, slots, rows, sent, t, flag, src, like):
@@ -274,6 +318,8 @@ class _Context:
         self.v = v[group.index]
         self.diam = model.diameter[group.index]
         self.area = None if model.area is None else model.area[group.index] * 1e8
+        # C·area, µF: a current of 1 nA moves v by 1e-3/charge mV/ms
+        self.charge = model.capacitance[group.index] * model.area[group.index]
         self.ions = group._ions(ions)
         a, c = group.arrivals, group.cell
         self.n_spike = 0 if a is None else a.weight.shape[0]

@@ -12,8 +12,9 @@ an old flag and does nothing). Asserted: against NEURON's CVODE running the
 same file (HH, t = 8 ms, during a pulse): the synapse's states to 1e-8
 relative (measured 9e-10, CVODE's tolerance) and v to 1e-6 relative
 (measured 1e-7); NetCons from threshold crossings equal the same spike times
-as lists; fixed steps refused; gradients with respect to a weight and the
-rates against central differences (float64) and finite in float32.
+as lists; fixed steps refused; gradients with respect to a NetCon's weight
+and delay, the rates and the pulse's duration against central differences
+(float64) and finite in float32.
 """
 
 import diffrax as dfx
@@ -133,25 +134,65 @@ def test_threshold_sources_equal_spike_lists(pulse_syn):
     np.testing.assert_allclose(a[0], b[0], rtol=0, atol=1e-3)
 
 
+def test_model_file(tmp_path, pulse_syn):
+    """The same synapse from a model file (`nmodl`, `point_processes`,
+    `netcons`, an adaptive `integration`) runs as the Python model; with
+    fixed steps it is one error naming the point process."""
+    import json
+    import shutil
+
+    shutil.copy(OWN / "pulsesyn.mod", tmp_path / "pulsesyn.mod")
+    model = {
+        "format": "stable_ode.model/1",
+        "t_stop": 4.0,
+        "nmodl": ["pulsesyn.mod"],
+        "cells": [{"name": "c", "mechanisms": [{"name": "pas", "params":
+                   {"g": 1e-4, "e": -65.0}}], "sections": [{"name": "soma",
+                   "length": 20.0, "diameter": 20.0}]}],
+        "point_processes": [{"name": "s", "kind": "PulseSyn", "cell": "c",
+                             "section": "soma"}],
+        "netcons": [{"source": {"spike_times": t}, "target": "s", "delay": d,
+                     "weight": w} for t, d, w in NETCONS],
+        "record": [{"name": "v", "cell": "c", "section": "soma"}]
+        + [{"name": k, "point_process": "s", "variable": k} for k in STATES],
+        "integration": {"solver": "crank_nicolson", "dt": DT, "controller":
+                        {"kind": "pid", "rtol": 1e-7, "atol": 1e-7}},
+    }  # fmt: skip
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(model))
+    got = so.load_spec(path).simulate()
+    ctl = dfx.PIDController(rtol=1e-7, atol=1e-7)
+    want = so.simulate(_model(pulse_syn, post="pas"), 4.0, DT,
+                       solver=so.CrankNicolson(), controller=ctl)  # fmt: skip
+    assert _last(want)[1] > 1e-3
+    np.testing.assert_allclose(_last(got), _last(want), rtol=1e-12)
+
+    model["integration"] = {"solver": "backward_euler", "dt": DT}
+    path.write_text(json.dumps(model))
+    with pytest.raises(ValueError, match="PulseSyn: its NET_RECEIVE"):
+        so.load_spec(path).simulate()
+
+
 def test_fixed_steps_are_refused(pulse_syn):
     with pytest.raises(ValueError, match="PulseSyn: its NET_RECEIVE .* adaptive"):
         so.simulate(_model(pulse_syn, post="pas"), 2.0, DT)
 
 
 def test_gradients(pulse_syn):
-    """d(v at the end)/d(weight of a NetCon, Alpha, Beta) against central
-    differences (float64, adaptive steps at 1e-10); finite in float32. (Not
-    the delays, nor Cdur: the derivative with respect to an event's time
-    misses the jump of the rates at the event, see
-    `stable_ode.nmodl._sequential`.)"""
+    """d(v at the end)/d(weight and delay of a NetCon, Alpha, Beta, Cdur)
+    against central differences (float64, adaptive steps at 1e-10); finite
+    in float32. The delay and `Cdur` (the `net_send` delay) move events: their
+    derivatives come from the jump of the rates at each event."""
     model = _model(pulse_syn, post="pas")
 
     def with_params(m, p):
         g = m.point_processes[0]
         m = eqx.tree_at(lambda m: m.point_processes[0].arrivals.weight, m,
                         g.arrivals.weight.at[0].set(p[0]))  # fmt: skip
-        par = g.params | {"Alpha": g.params["Alpha"].at[0].set(p[1]),
-                          "Beta": g.params["Beta"].at[0].set(p[2])}  # fmt: skip
+        m = eqx.tree_at(lambda m: m.point_processes[0].arrivals.delay, m,
+                        g.arrivals.delay.at[0].set(p[1]))  # fmt: skip
+        par = g.params | {k: g.params[k].at[0].set(x) for k, x in
+                          zip(("Alpha", "Beta", "Cdur"), p[2:])}  # fmt: skip
         return eqx.tree_at(lambda m: m.point_processes[0].params, m, par)
 
     def loss(p, m, tol):
@@ -161,7 +202,7 @@ def test_gradients(pulse_syn):
         return out.recordings["v"][-1]
 
     loss64 = jax.jit(lambda p, m: loss(p, m, 1e-10))
-    p0 = jnp.asarray([0.01, 1.1, 0.19])
+    p0 = jnp.asarray([0.01, 0.37, 1.1, 0.19, 1.0])
     grad = np.asarray(jax.grad(loss64)(p0, model))
     fd = finite_difference_grad(lambda p: loss64(p, model), p0, eps=1e-5)
     print("grad", grad, "fd", fd)
