@@ -80,6 +80,7 @@ _OWN_FILES = (
     _TESTS / "nmodl" / "mod" / "kinchan.mod",
     _TESTS / "nmodl" / "mod" / "tmsyn.mod",
     _TESTS / "nmodl" / "mod" / "pulsesyn.mod",
+    _TESTS / "nmodl" / "mod" / "pulsetrain.mod",
     _TESTS / "nmodl" / "mod" / "casyn.mod",
     _TESTS / "data" / "mod" / "capool_ions.mod",
     _TESTS / "data" / "mod" / "kmarkov.mod",

@@ -99,7 +99,13 @@ class EventSteps(AbstractWrappedSolver):
         span = self.span
         ring0 = _spikes(model, y0)
 
+        ionic = any(_sequential(g) and uses_ions(g) for g in model.point_processes)
+        views = model.ion_views(y0.v, y0.groups) if ionic else None
+
         def before(g, x):
+            if _sequential(g):  # the events at t0 not yet delivered (at the start)
+                ions = views if uses_ions(g) else None
+                return g.receive(model, t0, y0.v, x, span, ring0, ions)[0]
             y = g.before_step(t0, t1, t_start, x, span)
             cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
             if cell is None or ring0 is None or _sequential(g):

@@ -253,8 +253,9 @@ class Emitter:
         if self.sends is None:
             self.fail(
                 "net_send()",
-                "net_send is supported in NET_RECEIVE only (not in INITIAL or "
-                "a FUNCTION or PROCEDURE)",
+                "net_send is supported in NET_RECEIVE and in the INITIAL block "
+                "of a point process with a NET_RECEIVE (not in a FUNCTION or "
+                "PROCEDURE)",
             )
         k = self.sends
         self.sends += 1

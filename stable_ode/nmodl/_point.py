@@ -88,7 +88,7 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         values |= {s: jnp.zeros_like(v) for s in sp.module.states}
         held = set(sp.module.states) | set(sp.counters)
         values |= {k: x for k, x in states.items() if k in held}
-        values |= dict(v=v, celsius=celsius, diam=None, area=None)
+        values |= dict(v=v, celsius=celsius, diam=None, area=None, t=0.0)
         if geometry is not None:
             values |= geometry
         m = _runtime.Vars(**{py(k): x for k, x in values.items()})
@@ -168,9 +168,7 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
 
     def init_states(self, model, v, ions=None):
         sp = self.spec
-        start = {s: sp.module.state_start[s] for s in sp.module.states}
-        m = self._model_vars(model, v, start, ions)
-        sp.ns["initial"](m)
+        m = self._initial(model, v, ions)
         vi = v[self.index]
         held = (*sp.module.states, *sp.counters)
         out = {s: _runtime.as_n(getattr(m, py(s)), vi) for s in held}
@@ -184,6 +182,15 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
             c = self.cell
             out |= self._receive_initial(CELL_NETCON, c.entry, c.weight, model.celsius)
         return self.with_current(v, out, ions)
+
+    def _initial(self, model, v, ions=None):
+        """The file's variables after its INITIAL block, at voltages `v` (mV,
+        all compartments) and t = 0."""
+        sp = self.spec
+        start = {s: sp.module.state_start[s] for s in sp.module.states}
+        m = self._model_vars(model, v, start, ions)
+        sp.ns["initial"](m)
+        return m
 
     def _receive_initial(self, prefix, entry, w, celsius):
         """The weight vectors of NetCons into instances `entry` with weights

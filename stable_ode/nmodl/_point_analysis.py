@@ -157,6 +157,16 @@ def sequential_receive(module: ir.Module) -> tuple[str, ...]:
     return tuple(sorted(held))
 
 
+def initial_sends(module: ir.Module) -> bool:
+    """Whether INITIAL sends self-events (`net_send`, at t = 0)."""
+    if module.initial is None:
+        return False
+    return any(
+        isinstance(s, ir.CallStmt) and s.fn == "net_send"
+        for s in walk(module.initial.body)
+    )
+
+
 def event_held(module: ir.Module) -> set[str]:
     """The `ASSIGNED`s that NET_RECEIVE sets (directly or through the
     procedures it calls) and no other block but INITIAL computes: values

@@ -18,6 +18,7 @@ from ._point_analysis import (
     breakpoint_values,
     counters,
     derived_names,
+    initial_sends,
     receive_increments,
     sequential_receive,
 )
@@ -36,6 +37,7 @@ class _PointSpec:
         self.sequential = held is not None
         self.counters = held if held is not None else counters(module, targets)
         self.n_sends = ns.get("N_SENDS", 0)
+        self.n_initial_sends = ns.get("N_INITIAL_SENDS", 0)
         self.recorded = breakpoint_values(module, self.counters)
         self.ion_reads = {
             x: (
@@ -83,10 +85,14 @@ def make_point_class(module, fields, ns, derivs, info, use_ions):
     `PARAMETER`s, name) and its group class."""
     targets, held = {}, None
     if module.net_receive is not None:
+        # increments that decay exactly, unless it does more, or INITIAL sends
+        # self-events: then NET_RECEIVE runs in turn at each event
         try:
-            targets = receive_increments(module)
-        except NmodlError:  # more than increments: run in turn at each event
-            held = sequential_receive(module)
+            targets = None if initial_sends(module) else receive_increments(module)
+        except NmodlError:
+            targets = None
+        if targets is None:
+            targets, held = {}, sequential_receive(module)
     spec = _PointSpec(module, fields, ns, derivs, derived_names(module), targets, held)
     name = module.suffix
     base = AbstractNmodlSequentialGroup if spec.sequential else AbstractNmodlPointGroup

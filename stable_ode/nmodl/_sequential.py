@@ -9,12 +9,14 @@ self-events with `net_send(delay, flag)` — is an
 
 - steps land on every event (adaptive steps only: the step controller is
   clipped to the next event, `stable_ode.events._stepping.ArrivalClip`), and
-  the events at a step's end are delivered by `receive` after the step: the
+  the events at a step's end are delivered by `receive` after the step (and
+  before the first step, those at the start: INITIAL's `net_send(0, ...)`): the
   self-events due then, the NetCon events from spike times and the NetCon
   events from threshold sources (each in turn, on the states the previous one
   left), then the self-events that these sent with delay 0;
 - a self-event carries the flag given to `net_send` and the weight vector of
-  the event that sent it (NEURON's rule), and waits in a queue of
+  the event that sent it (NEURON's rule; one that INITIAL sent has weight 0
+  and no vector), and waits in a queue of
   `queue_slots` events per instance (the states `queue:t<k>`, ms, `1e30` when
   empty; `queue:flag<k>`; `queue:src<k>`, which NetCon's vector); a full
   queue makes the step non-finite;
@@ -71,6 +73,17 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         for k in range(self.queue_slots):
             t, f, src = _queue_keys(k)
             out |= {t: jnp.full_like(z, EMPTY), f: z, src: z}
+        if self.spec.n_initial_sends:  # INITIAL's self-events: of no NetCon
+            m = self._initial(model, v, ions)
+            rows = jnp.arange(z.shape[0], dtype=jnp.int32)
+            none = jnp.full(z.shape, -1, jnp.int32)
+            full = jnp.asarray(False)
+            for k in range(self.spec.n_initial_sends):
+                sent, t, f = (getattr(m, x) for x in send_names(k))
+                sent = _runtime.as_n(sent, z) != 0
+                out, b = _enqueue(out, self.queue_slots, rows, sent, t, f, none, z)
+                full = full | b
+            out = {k: jnp.where(full, jnp.nan, x) for k, x in out.items()}
         return out
 
     def kinetics(self, model, v, states, ions=None):
@@ -79,7 +92,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
 
     def before_step(self, t0, t1, t_start, states, span):
         del t0, t1, t_start, span
-        return states
+        return states  # (the events at t0 are delivered by `receive`)
 
     def jump_times(self, dtype):
         # Not jump times: the steps land on these events exactly (not just
@@ -224,8 +237,13 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         sp = self.spec
         held = (*sp.module.states, *sp.counters)
         own = {x: states[x][rows] for x in held}
-        vec = {a: ctx.vector(states, a)[src] for a in sp.vector}
-        w = ctx.weight[src]
+        # `src` -1: a self-event that INITIAL sent, of no NetCon (weight 0)
+        some = src >= 0
+        at_src = jnp.maximum(src, 0)
+        vec = {
+            a: jnp.where(some, ctx.vector(states, a)[at_src], 0.0) for a in sp.vector
+        }
+        w = jnp.where(some, ctx.weight[at_src], 0.0)
         v = ctx.v[rows]
 
         def at(x):

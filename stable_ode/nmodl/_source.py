@@ -96,11 +96,19 @@ class Source(ReadChecks):
             em = self.emitter()
             if name == "initial_derived":
                 em.solve = lambda em, s, sc: None
+            if name.startswith("initial") and mod.net_receive is not None:
+                em.sends = 0  # self-events from INITIAL (at t = 0)
             if blk is not None:
                 em.emit(f'"""{blk.kind} ({self.label}:{blk.line})"""')
             em.emit("l = Vars()")
+            start = len(em.out)
             if blk is not None:
                 em.stmts(blk.body, Scope(owner=blk.kind))
+            if em.sends:  # none sent unless net_send runs
+                names0 = [x for k in range(em.sends) for x in send_names(k)]
+                em.out[start:start] = [f"    m.{x} = 0.0" for x in names0]
+            if name == "initial":
+                self.chunks.append(f"N_INITIAL_SENDS = {em.sends or 0}")
             self.chunks.append(f"def {name}(m):\n" + "\n".join(em.out))
         return "\n\n\n".join(self.chunks) + "\n"
 

@@ -99,6 +99,50 @@ def test_pulse_synapse_against_cvode(pulse_syn, neuron_mechanisms):
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6)
 
 
+@pytest.mark.neuron
+def test_pulse_train_against_cvode(neuron_mechanisms):
+    """`mod/pulsetrain.mod`: current pulses driven by self-events alone,
+    the first sent by INITIAL with delay 0 (delivered before the first step,
+    with no NetCon: weight 0), on an HH compartment, against CVODE at t = 6 ms
+    (after three pulses, the cell having fired): v to 1e-6 relative."""
+    h = neuron_mechanisms
+    train = load_nmodl(OWN / "pulsetrain.mod")["PulseTrain"]
+    par = {"del": 0.0, "ton": 0.513, "toff": 1.2, "num": 3.0, "amp": 0.5}
+    cell = so.Cell("c", [so.Section("soma", 20.0, 20.0)], [so.Insert(so.HH())])
+    site = so.Site("c", "soma", 0.5)
+    tr = train(site, del_=0.0, **{k: x for k, x in par.items() if k != "del"},
+               name="tr")  # fmt: skip
+    rec = [so.Recording("v", site), so.PointRecording("count", tr, "count")]
+    model = so.build([cell], point_processes=[tr], recordings=rec)
+    out = so.simulate(model, 6.0, DT, solver=so.CrankNicolson(), controller=CTL)
+    ours = [float(np.asarray(out.recordings[k])[-1]) for k in ("v", "count")]
+
+    sec = h.Section(name="train_soma")
+    sec.L = sec.diam = 20.0
+    sec.insert("hh")
+    pp = h.PulseTrain(sec(0.5))
+    for k, x in par.items():
+        setattr(pp, k, x)
+    vmax = h.Vector().record(sec(0.5)._ref_v)
+    cv = h.CVode()
+    h.usetable_hh, h.celsius = 0, 6.3
+    cv.active(1)
+    cv.rtol(1e-10)
+    cv.atol(1e-10)
+    h.finitialize(-65.0)
+    cv.solve(6.0)
+    theirs = [sec(0.5).v, pp.count]
+    peak = max(vmax)
+    cv.active(0)
+    del pp, vmax
+    h.delete_section(sec=sec)
+
+    print("ours", ours, "NEURON (CVODE)", theirs, "peak", peak)
+    assert theirs[1] == 3 and peak > 0, "three pulses, the cell fired"
+    assert ours[1] == 3
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6)
+
+
 def test_threshold_sources_equal_spike_lists(pulse_syn):
     """NetCons from a presynaptic cell's threshold crossings (run in turn
     after the spike-time NetCons) equal NetCons from those spike times given
@@ -210,7 +254,9 @@ def test_gradients(pulse_syn):
     np.testing.assert_allclose(grad, fd, rtol=1e-5)
 
     model32 = _model(pulse_syn, post="pas", dtype=jnp.float32)
-    grad32 = jax.grad(lambda p, m: loss(p, m, 1e-5))(p0.astype(jnp.float32), model32)
+    grad32 = jax.jit(jax.grad(lambda p, m: loss(p, m, 1e-5)))(
+        p0.astype(jnp.float32), model32
+    )
     assert grad32.dtype == jnp.float32 and np.all(np.isfinite(grad32))
 
 
@@ -242,11 +288,16 @@ def test_unsupported(tmp_path, body, construct, line, words):
     assert words in str(e.value)
 
 
-def test_net_send_in_initial_is_an_error(tmp_path):
+@pytest.mark.parametrize("where", ["INITIAL", "PROCEDURE"])
+def test_net_send_outside_net_receive_is_an_error(tmp_path, where):
+    """`net_send` in INITIAL needs a NET_RECEIVE to receive it; in a
+    PROCEDURE it is not supported."""
     path = tmp_path / "p.mod"
-    path.write_text(
-        NET.replace("INITIAL { g = 0 }", "INITIAL {\n  net_send(1, 1)\n}")
-        + "NET_RECEIVE(w) {\n  if (flag == 1) { g = g + w }\n}\n"
-    )
+    if where == "INITIAL":
+        text = NET.replace("INITIAL { g = 0 }", "INITIAL {\n  net_send(1, 1)\n}")
+    else:
+        text = NET + "PROCEDURE go() {\n  net_send(1, 1)\n}\n"
+        text += "NET_RECEIVE(w) {\n  go()\n}\n"
+    path.write_text(text)
     with pytest.raises(NmodlError, match="net_send is supported in NET_RECEIVE"):
         load_nmodl(path)
