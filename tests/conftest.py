@@ -21,6 +21,7 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # (`--dist loadfile --no-loadscope-reorder`), ends the run with short files on
 # every worker rather than one long file on one of them.
 _LONGEST_FIRST = (
+    "nmodl/test_self_events.py",
     "adjoint/test_adjoint.py",
     "adjoint/test_gradient_rejections.py",
     "repo/test_examples.py",
