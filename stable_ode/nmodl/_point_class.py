@@ -129,15 +129,6 @@ def make_point_class(module, fields, ns, derivs, info, use_ions):
             f: jnp.asarray(np.asarray([float(getattr(p, f)) for p in pps]), dtype)
             for f in fields
         }
-        if spec.sequential and arrivals is not None:
-            t = np.asarray(arrivals.time, dtype=float)
-            t = t[np.isfinite(t)]
-            if t.size and t.min() <= 0:
-                raise ValueError(
-                    f"a NetCon event into point process {name} at t = "
-                    f"{t.min():g} ms: its NET_RECEIVE runs at each event's "
-                    "time, which must be after the start (t > 0)"
-                )
         return group_cls(
             params=params,
             index=index,

@@ -10,7 +10,8 @@ self-events with `net_send(delay, flag)` — is an
 - steps land on every event (adaptive steps only: the step controller is
   clipped to the next event, `stable_ode.events._stepping.ArrivalClip`), and
   the events at a step's end are delivered by `receive` after the step (and
-  before the first step, those at the start: INITIAL's `net_send(0, ...)`): the
+  before the first step, those at the start: INITIAL's `net_send(0, ...)`, a
+  NetCon event at t = 0): the
   self-events due then, the NetCon events from spike times and the NetCon
   events from threshold sources (each in turn, on the states the previous one
   left), then the self-events that these sent with delay 0;

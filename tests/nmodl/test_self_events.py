@@ -254,6 +254,20 @@ def test_model_file(tmp_path, pulse_syn):
         so.load_spec(path).simulate()
 
 
+def test_event_at_the_start(pulse_syn):
+    """A NetCon event at t = 0 (spike time 0, delay 0) runs before the first
+    step: the same as one at 1e-9 ms, to that shift's effect."""
+    ctl = dfx.PIDController(rtol=1e-8, atol=1e-8)
+    out = [
+        _last(so.simulate(_model(pulse_syn, post="pas", netcons=[([0.0], d, 0.01)]),
+                          0.5, DT, solver=so.CrankNicolson(), controller=ctl))
+        for d in (0.0, 1e-9)
+    ]  # fmt: skip
+    print("at 0", out[0], "at 1e-9", out[1])
+    assert out[0][3] == 0.01 and out[0][1] > 1e-3, "the pulse is on"
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-7)
+
+
 def test_fixed_steps_are_refused(pulse_syn):
     with pytest.raises(ValueError, match="PulseSyn: its NET_RECEIVE .* adaptive"):
         so.simulate(_model(pulse_syn, post="pas"), 2.0, DT)
