@@ -3,7 +3,7 @@ the record entries `{"name", "point_process", "variable"}` (see
 `docs/model-format.md`, "Point processes and NetCons")."""
 
 from ..events import NetCon, NetStim, PointRecording, SpikeRecording, SpikeTimes
-from ..events._groups import Exp2SynGroup, ExpSynGroup
+from ..events._synapses import Exp2SynGroup, ExpSynGroup
 from ..events._timed import AlphaSynapseGroup, IClampGroup, SEClampGroup
 from ..events._vclamp import VClampGroup
 from ._reader import key, listing, Reader, suggest

@@ -177,18 +177,10 @@ class CellArrivals(eqx.Module):
         `cellnetcon:<name>`, one per NetCon, by `<name>`), and may return new
         values of them (keys `@<name>`), kept where a NetCon received."""
         rows = jnp.stack(spikes)[:, self.source]  # one gather: (pending, m)
-        cols = [(s, s + self.delay) for s in rows]
         total: dict = {}
         new_states: dict = {}
         for t_lo, t_hi, t_at, closed, jump in parts:
-            count, arrival = 0, 0.0
-            for s, t in cols:
-                ts = jax.lax.stop_gradient(t)
-                later = (ts <= t_hi) if closed else (ts < t_hi)
-                hit = is_time(s) & (ts > t_lo) & later
-                count = count + hit.astype(jnp.int32)
-                # The arrival's time, with its gradient (0 where none arrives).
-                arrival = arrival + jnp.where(hit, t, 0.0)
+            count, arrival = self.hits(rows, t_lo, t_hi, closed)
             hit = count > 0
             age = jnp.where(hit, t_at - arrival, 0.0)
             if netcon_states:
@@ -214,6 +206,21 @@ class CellArrivals(eqx.Module):
         for k, inc in total.items():
             out[k] = out[k].at[self.entry].add(inc.astype(out[k].dtype))
         return out
+
+    def hits(self, rows, t_lo, t_hi, closed: bool):
+        """`(count, arrival)` per NetCon: how many of its arrivals lie in
+        `(t_lo, t_hi]` (`closed`) or `(t_lo, t_hi)`, and their summed time (ms,
+        with its gradient; 0 where none arrives). `rows`: the sources' ring
+        buffer at the NetCons' sources, `(pending, m)`."""
+        count, arrival = 0, 0.0
+        for s in rows:
+            t = s + self.delay
+            ts = jax.lax.stop_gradient(t)
+            later = (ts <= t_hi) if closed else (ts < t_hi)
+            hit = is_time(s) & (ts > t_lo) & later
+            count = count + hit.astype(jnp.int32)
+            arrival = arrival + jnp.where(hit, t, 0.0)
+        return count, arrival
 
     def next_arrival(self, ring, after):
         """`(t, at)`: the first arrival strictly after `after` (ms; `inf` if

@@ -13,7 +13,6 @@ import numpy as np
 from .._errors import InvalidArgument
 from .._stimulus import Site, StepCurrent
 from ._arrivals import build_arrivals
-from ._groups import Exp2SynGroup, ExpSynGroup
 from ._netcon import NetCon, spike_times_of
 from ._processes import (
     AlphaSynapse,
@@ -25,6 +24,7 @@ from ._processes import (
     VClamp,
 )
 from ._sources import build_sources, SpikeRecording
+from ._synapses import Exp2SynGroup, ExpSynGroup
 from ._timed import AlphaSynapseGroup, IClampGroup, SEClampGroup
 from ._vclamp import VClampGroup
 

@@ -41,7 +41,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from ..events._arrivals import CELL_NETCON, is_time, NETCON
+from ..events._arrivals import CELL_NETCON, NETCON
 from ..events._groups import Held
 from ..mechanisms import AbstractKinetics
 from . import _runtime
@@ -126,26 +126,18 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         (`ThresholdSources.columns`), or `None`. Steps without events (most)
         skip the delivery (`lax.cond`; under `vmap` both branches run)."""
         t_lo = states["t_delivered"][0]
-        ctx = _Context(self, model, v1, ions)
         spike = cell = None
         due = jnp.any(jnp.stack(self._due(states, t1)))
         if self.arrivals is not None:
             spike = self.arrivals.select(t_lo, t1, span, True)
             due = due | jnp.any(spike[3])
         if self.cell is not None and ring is not None:
-            c = self.cell
-            rows = jnp.stack(ring)[:, c.source]
-            count, arrival = 0, 0.0
-            for s in rows:
-                ta = s + c.delay
-                ts = jax.lax.stop_gradient(ta)
-                hit = is_time(s) & (ts > t_lo) & (ts <= t1)
-                count = count + hit.astype(jnp.int32)
-                arrival = arrival + jnp.where(hit, ta, 0.0)
-            cell = (count, arrival)
-            due = due | jnp.any(count > 0)
+            rows = jnp.stack(ring)[:, self.cell.source]
+            cell = self.cell.hits(rows, t_lo, t1, True)
+            due = due | jnp.any(cell[0] > 0)
 
         def deliver(states):
+            ctx = _Context(self, model, v1, ions)  # (only on steps with events)
             out, bad = self._queue_pass(ctx, dict(states), t1)
             if spike is not None:
                 t, entry, _, mask, overflow, nc = spike
@@ -336,7 +328,7 @@ class _Context:
         self.group = group
         self.v = v[group.index]
         self.diam = model.diameter[group.index]
-        self.area = None if model.area is None else model.area[group.index] * 1e8
+        self.area = model.area[group.index] * 1e8  # µm²
         # C·area, µF: a current of 1 nA moves v by 1e-3/charge mV/ms
         self.charge = model.capacitance[group.index] * model.area[group.index]
         self.ions = group._ions(ions)
@@ -349,10 +341,7 @@ class _Context:
         return {f: x[rows] for f, x in self.group.params.items()}
 
     def geometry(self, rows):
-        out = dict(diam=self.diam[rows])
-        if self.area is not None:
-            out["area"] = self.area[rows]
-        return out
+        return dict(diam=self.diam[rows], area=self.area[rows])
 
     def ion_rows(self, rows):
         return None if self.ions is None else {k: x[rows] for k, x in self.ions.items()}

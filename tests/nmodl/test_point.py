@@ -134,6 +134,9 @@ DERIVATIVE s { g' = -g/tau }
     "body, construct, line, words",
     [
         ("NET_RECEIVE(w) {\n  w = 2\n}\n", "NET_RECEIVE", 8, "the weight w"),
+        ("NET_RECEIVE(w) {\n  net_event(t)\n}\n", "net_event()", 8, "not supported"),
+        ("NET_RECEIVE(w) {\n  i = g\n}\n", "NET_RECEIVE", 8, "BREAKPOINT or"),
+        ("NET_RECEIVE(w) {\n  tau = 1\n}\n", "NET_RECEIVE", 8, "assigns tau"),
         (
             "NET_RECEIVE(w, y) {\n  INITIAL { g = 1 }\n  g = g + w\n}\n",
             "INITIAL",
@@ -143,14 +146,30 @@ DERIVATIVE s { g' = -g/tau }
     ],
 )
 def test_unsupported_net_receive(tmp_path, body, construct, line, words):
-    """(A NET_RECEIVE that reads the states, tests `flag` or sends self-events
-    runs in turn at each event: `test_self_events.py`.)"""
+    """What a NET_RECEIVE may not do. (One that reads the states, tests
+    `flag` or sends self-events runs in turn at each event:
+    `test_self_events.py`.)"""
     path = tmp_path / "p.mod"
     path.write_text(NET + body)
     with pytest.raises(NmodlError) as e:
         load_nmodl(path)
     assert (e.value.construct, e.value.line) == (construct, line), str(e.value)
     assert words in str(e.value)
+
+
+@pytest.mark.parametrize("where", ["INITIAL", "PROCEDURE"])
+def test_net_send_outside_net_receive_is_an_error(tmp_path, where):
+    """`net_send` in INITIAL needs a NET_RECEIVE to receive it; in a
+    PROCEDURE it is not supported."""
+    path = tmp_path / "p.mod"
+    if where == "INITIAL":
+        text = NET + "INITIAL {\n  net_send(1, 1)\n}\n"
+    else:
+        text = NET + "PROCEDURE go() {\n  net_send(1, 1)\n}\n"
+        text += "NET_RECEIVE(w) {\n  go()\n}\n"
+    path.write_text(text)
+    with pytest.raises(NmodlError, match="net_send is supported in NET_RECEIVE"):
+        load_nmodl(path)
 
 
 def test_voltage_dependent_decay_is_an_error(tmp_path):

@@ -12,9 +12,10 @@ an old flag and does nothing). Asserted: against NEURON's CVODE running the
 same file (HH, t = 8 ms, during a pulse): the synapse's states to 1e-8
 relative (measured 9e-10, CVODE's tolerance) and v to 1e-6 relative
 (measured 1e-7); NetCons from threshold crossings equal the same spike times
-as lists; fixed steps refused; gradients with respect to a NetCon's weight
-and delay, the rates and the pulse's duration against central differences
-(float64) and finite in float32.
+as lists; fixed steps refused (the import errors of what is still not
+supported are in `test_point.py`); gradients with respect to a NetCon's
+weight and delay, the rates and the pulse's duration against central
+differences (float64) and finite in float32.
 """
 
 import diffrax as dfx
@@ -27,7 +28,7 @@ from conftest import OWN
 from helpers import finite_difference_grad
 
 import stable_ode as so
-from stable_ode.nmodl import load_nmodl, NmodlError
+from stable_ode.nmodl import load_nmodl
 
 
 DT = 0.025
@@ -62,6 +63,22 @@ def _last(out):
 CTL = dfx.PIDController(rtol=1e-9, atol=1e-9)
 
 
+def _cvode(h, t1, events=()):
+    """NEURON's CVODE (rtol = atol = 1e-10, hh's rate tables off, 6.3 °C)
+    from -65 mV to `t1` ms, with NetCon events `(netcon, time)` queued after
+    `finitialize`; fixed steps again afterwards."""
+    cv = h.CVode()
+    h.usetable_hh, h.celsius = 0, 6.3
+    cv.active(1)
+    cv.rtol(1e-10)
+    cv.atol(1e-10)
+    h.finitialize(-65.0)
+    for nc, t in events:
+        nc.event(t)
+    cv.solve(t1)
+    cv.active(0)
+
+
 @pytest.mark.neuron
 def test_pulse_synapse_against_cvode(pulse_syn, neuron_mechanisms):
     h = neuron_mechanisms
@@ -77,18 +94,9 @@ def test_pulse_synapse_against_cvode(pulse_syn, neuron_mechanisms):
     for _, _, w in NETCONS:
         ncs.append(h.NetCon(None, syn))
         ncs[-1].weight[0] = w
-    cv = h.CVode()
-    h.usetable_hh, h.celsius = 0, 6.3
-    cv.active(1)
-    cv.rtol(1e-10)
-    cv.atol(1e-10)
-    h.finitialize(-65.0)
-    for nc, (times, d, _) in zip(ncs, NETCONS):
-        for t in times:
-            nc.event(t + d)
-    cv.solve(T1)
+    events = [(nc, t + d) for nc, (times, d, _) in zip(ncs, NETCONS) for t in times]
+    _cvode(h, T1, events)
     theirs = [sec(0.5).v, syn.Ron, syn.Roff, syn.synon]
-    cv.active(0)
     del ncs, syn
     h.delete_section(sec=sec)
 
@@ -124,16 +132,9 @@ def test_pulse_train_against_cvode(neuron_mechanisms):
     for k, x in par.items():
         setattr(pp, k, x)
     vmax = h.Vector().record(sec(0.5)._ref_v)
-    cv = h.CVode()
-    h.usetable_hh, h.celsius = 0, 6.3
-    cv.active(1)
-    cv.rtol(1e-10)
-    cv.atol(1e-10)
-    h.finitialize(-65.0)
-    cv.solve(6.0)
+    _cvode(h, 6.0)
     theirs = [sec(0.5).v, pp.count]
     peak = max(vmax)
-    cv.active(0)
     del pp, vmax
     h.delete_section(sec=sec)
 
@@ -309,46 +310,3 @@ def test_gradients(pulse_syn):
         p0.astype(jnp.float32), model32
     )
     assert grad32.dtype == jnp.float32 and np.all(np.isfinite(grad32))
-
-
-NET = """NEURON { POINT_PROCESS P NONSPECIFIC_CURRENT i RANGE tau }
-PARAMETER { tau = 2 (ms) }
-ASSIGNED { v (mV) i (nA) }
-STATE { g }
-INITIAL { g = 0 }
-BREAKPOINT { SOLVE s METHOD cnexp i = g*v }
-DERIVATIVE s { g' = -g/tau }
-"""  # 7 lines
-
-
-@pytest.mark.parametrize(
-    "body, construct, line, words",
-    [
-        ("NET_RECEIVE(w) {\n  net_event(t)\n}\n", "net_event()", 9, "not supported"),
-        ("NET_RECEIVE(w) {\n  w = 2\n}\n", "NET_RECEIVE", 9, "the weight w"),
-        ("NET_RECEIVE(w) {\n  i = g\n}\n", "NET_RECEIVE", 9, "BREAKPOINT or"),
-        ("NET_RECEIVE(w) {\n  tau = 1\n}\n", "NET_RECEIVE", 9, "assigns tau"),
-    ],
-)
-def test_unsupported(tmp_path, body, construct, line, words):
-    path = tmp_path / "p.mod"
-    path.write_text(NET + body)
-    with pytest.raises(NmodlError) as e:
-        load_nmodl(path)
-    assert (e.value.construct, e.value.line) == (construct, line), str(e.value)
-    assert words in str(e.value)
-
-
-@pytest.mark.parametrize("where", ["INITIAL", "PROCEDURE"])
-def test_net_send_outside_net_receive_is_an_error(tmp_path, where):
-    """`net_send` in INITIAL needs a NET_RECEIVE to receive it; in a
-    PROCEDURE it is not supported."""
-    path = tmp_path / "p.mod"
-    if where == "INITIAL":
-        text = NET.replace("INITIAL { g = 0 }", "INITIAL {\n  net_send(1, 1)\n}")
-    else:
-        text = NET + "PROCEDURE go() {\n  net_send(1, 1)\n}\n"
-        text += "NET_RECEIVE(w) {\n  go()\n}\n"
-    path.write_text(text)
-    with pytest.raises(NmodlError, match="net_send is supported in NET_RECEIVE"):
-        load_nmodl(path)
