@@ -15,6 +15,7 @@ from .._term import MembraneTerm
 from ..events._stepping import (
     adaptive_span,
     arrival_clip,
+    deliver_at_start,
     event_jump_times,
     with_events,
 )
@@ -181,7 +182,9 @@ class AdaptiveSteps(AbstractStepping):
             arrival_clip(controller.controller, model),
         )
         # events: point-process hooks around each step (no-op without them)
-        solver = with_events(solver, model, adaptive_span(t0, t1, ts.dtype))
+        span = adaptive_span(t0, t1, ts.dtype)
+        solver = with_events(solver, model, span)
+        y0 = deliver_at_start(model, t0, y0, span)  # events due at t0 (if any)
         sol = dfx.diffeqsolve(
             MembraneTerm(model),
             guard(solver, controller, check_error=True),

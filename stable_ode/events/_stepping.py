@@ -94,18 +94,16 @@ class EventSteps(AbstractWrappedSolver):
     def before(self, model, t0, t1, y0: State, solver_state) -> State:
         """`y0` as the step from `t0` to `t1` starts from: the point
         processes' `before_step` states, with the arrivals from threshold
-        sources delivered."""
+        sources delivered. (Point processes whose NET_RECEIVE runs in turn
+        received the events at `t0` at the previous step's end, or, at the
+        start, in `deliver_at_start`.)"""
         _, t_start = solver_state
         span = self.span
         ring0 = _spikes(model, y0)
 
-        ionic = any(_sequential(g) and uses_ions(g) for g in model.point_processes)
-        views = model.ion_views(y0.v, y0.groups) if ionic else None
-
         def before(g, x):
-            if _sequential(g):  # the events at t0 not yet delivered (at the start)
-                ions = views if uses_ions(g) else None
-                return g.receive(model, t0, y0.v, x, span, ring0, ions)[0]
+            if _sequential(g):
+                return x
             y = g.before_step(t0, t1, t_start, x, span)
             cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
             if cell is None or ring0 is None or _sequential(g):
@@ -156,6 +154,27 @@ class EventSteps(AbstractWrappedSolver):
         if moved:
             y1 = State(v=y1.v + sum(moved[1:], moved[0]), groups=y1.groups)
         return y1, y_error, dense, (inner, t_start), result
+
+
+def deliver_at_start(model, t0, y0: State, span: float) -> State:
+    """`y0` with the events due at the start `t0` (ms) delivered to the point
+    processes whose NET_RECEIVE runs in turn at each event (INITIAL's
+    `net_send(0, ...)`, NetCon events at `t0`); `y0` itself if there are none.
+    Run once before the solve rather than before every step: the step's
+    trace (and its derivative's) then holds one delivery, not two."""
+    if not any(_sequential(g) for g in model.groups):
+        return y0
+    ring0 = _spikes(model, y0)
+    ionic = any(_sequential(g) and uses_ions(g) for g in model.point_processes)
+    views = model.ion_views(y0.v, y0.groups) if ionic else None
+
+    def start(g, x):
+        if not _sequential(g):
+            return x
+        ions = views if uses_ions(g) else None
+        return g.receive(model, t0, y0.v, x, span, ring0, ions)[0]
+
+    return _hook(model, y0, start)
 
 
 def _sequential(g) -> bool:
