@@ -141,7 +141,7 @@ def _solve_eager(stepping, model, y0, times, solver, adjoint, limits, recorder):
     the plain run's result does not stand (the same result as `_solve`'s, which
     compiles both loops into one program for the case that it is traced)."""
     args = (model, y0, times, solver, adjoint, limits, recorder)
-    if not stepping.runs_plain_first(adjoint, limits[0], times.shape[0] - 1):
+    if not stepping.runs_plain_first(adjoint, limits[0], times.shape[0] - 1, model):
         return _solve(stepping, *args)
     plain = _solve_plain(stepping, *args)
     if bool(plain[1]):

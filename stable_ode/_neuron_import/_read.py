@@ -64,12 +64,7 @@ def read_model(h, classes: dict, nmodl: list[str], sections=None, record=None):
     records = {"soma": _soma_record(trees)}
     records.update(_named_records(trees, record or {}, kinds, problems))
     model["record"] = list(records.values())
-    used = {p["kind"] for p in processes}
-    events = sorted(
-        k for k in used if getattr(getattr(classes.get(k), "group_class", None),
-                                   "sequential", False)
-    )  # fmt: skip
-    model["integration"] = _integration(h, problems, events)
+    model["integration"] = _integration(h, problems)
     for lst in ("LinearMechanism",):
         if int(h.List(lst).count()):
             problems.append(f"{lst}: not supported")
@@ -141,24 +136,14 @@ def _named_records(trees, record: dict, kinds: dict, problems: list) -> dict:
     return out
 
 
-def _integration(h, problems: list, events=()) -> dict:
-    """NEURON's fixed steps (`h.dt`, `h.secondorder`); adaptive steps
-    (CrankNicolson, rtol = atol = 1e-6) where `events` names point processes
-    whose NET_RECEIVE runs at each event's time, which fixed steps cannot
-    take."""
+def _integration(h, problems: list) -> dict:
+    """NEURON's fixed steps (`h.dt`, `h.secondorder`)."""
     dt, tstop = float(h.dt), float(h.tstop)
     steps = tstop / dt
     if not math.isclose(steps, round(steps), rel_tol=1e-9) or round(steps) < 1:
         problems.append(
             f"h.tstop = {tstop:g} ms is not a whole number of h.dt = {dt:g} ms steps"
         )
-    if events:
-        return {
-            "solver": "crank_nicolson",
-            "dt": dt,
-            "dtype": "float64",
-            "controller": {"kind": "pid", "rtol": 1e-6, "atol": 1e-6},
-        }
     order = int(h.secondorder)
     if order == 1:
         problems.append("h.secondorder = 1 is not supported (0 or 2 are)")

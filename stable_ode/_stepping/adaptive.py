@@ -12,9 +12,9 @@ from .._controller import NonFiniteRejecting, SafeStepTo
 from .._controller._wrapped import AbstractWrappedController
 from .._solver._wrapped import AbstractWrappedSolver
 from .._term import MembraneTerm
+from ..events._clip import arrival_clip
 from ..events._stepping import (
     adaptive_span,
-    arrival_clip,
     deliver_at_start,
     event_jump_times,
     with_events,

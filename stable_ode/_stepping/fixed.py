@@ -15,7 +15,8 @@ from .._controller import SafeStepTo
 from .._misc import tree_all_finite
 from .._results import RESULTS
 from .._term import MembraneTerm
-from ..events._stepping import fixed_span, with_events
+from ..events._clip import grid_clip
+from ..events._stepping import deliver_at_start, fixed_span, has_sequential, with_events
 from ._base import (
     AbstractStepping,
     check_resolution,
@@ -140,7 +141,10 @@ class FixedSteps(AbstractStepping):
         cfg = self._config(
             model, times, solver, adjoint, max_steps, progress_meter, recorder
         )
-        if not self.runs_plain_first(adjoint, max_steps, times.shape[0] - 1):
+        n = times.shape[0] - 1
+        if not self.runs_plain_first(adjoint, max_steps, n, model):
+            # events due at t0 of point processes whose NET_RECEIVE runs in turn
+            y0 = deliver_at_start(model, times[0], y0, fixed_span(self.dt))
             sol, saved, final, t_end = safe_solve((model, y0), cfg)
             stats, result = solution_stats(sol, t_end)
             return Outcome(times[:: self.save_every], saved, stats, result, final, sol)
@@ -167,15 +171,19 @@ class FixedSteps(AbstractStepping):
         return outcome, ok
 
     def runs_plain_first(
-        self, adjoint: dfx.AbstractAdjoint, max_steps: int, n_steps: int
+        self, adjoint: dfx.AbstractAdjoint, max_steps: int, n_steps: int, model=None
     ) -> bool:
-        """Whether `solve` runs plain first with this adjoint, step budget and
-        number of grid steps: `plain_first`, and, with `safe_gradient`, an adjoint
-        for reverse mode only; a budget short of the grid fails either way, and the
-        safe solve says where."""
+        """Whether `solve` runs plain first with this adjoint, step budget, number
+        of grid steps and `model`: `plain_first`, and, with `safe_gradient`, an
+        adjoint for reverse mode only; a budget short of the grid fails either
+        way, and the safe solve says where. A model with point processes whose
+        NET_RECEIVE runs in turn at each event runs the safe solve only (its
+        steps are cut at those events: `stable_ode.events._clip.GridClip`)."""
         safe_only = not self.plain_first or (
             self.safe_gradient and not _reverse_only(adjoint)
         )
+        if model is not None and has_sequential(model):
+            safe_only = True
         return not (safe_only or max_steps < n_steps)
 
     def _config(
@@ -186,11 +194,14 @@ class FixedSteps(AbstractStepping):
             # the plain run too (a scan, which no adjoint runs)
             adjoint.num_checkpoints(max_steps=max_steps, num_steps=times.shape[0] - 1)
         controller = SafeStepTo(times) if self.controller is None else self.controller
-        # events: point-process hooks around each step (no-op without them)
-        span = fixed_span(self.dt)
-        solver = with_events(solver, model, span, fixed=True)
+        check_error = controller.check_error
+        # events: steps also land on the events of point processes whose
+        # NET_RECEIVE runs in turn (no-op without them), and the point-process
+        # hooks run around each step (no-op without point processes)
+        controller = grid_clip(controller, model)
+        solver = with_events(solver, model, fixed_span(self.dt))
         return GridConfig(
-            solver=guard(solver, controller, check_error=controller.check_error),
+            solver=guard(solver, controller, check_error=check_error),
             controller=controller,
             grid=times,
             every=self.save_every,

@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._controller import SafeStepTo
 from .._term import MembraneTerm
 from ._base import fixed_types, Recorder, solution_stats
 
@@ -17,7 +16,7 @@ class GridConfig(eqx.Module):
     """Everything but the model and initial state that a fixed-step solve uses."""
 
     solver: dfx.AbstractSolver
-    controller: SafeStepTo
+    controller: dfx.AbstractStepSizeController  # SafeStepTo, or GridClip around one
     grid: Float[Array, " n"]
     every: int = eqx.field(static=True)
     adjoint: dfx.AbstractAdjoint
@@ -29,7 +28,8 @@ class GridConfig(eqx.Module):
 def grid_solve(model, y0, cfg: GridConfig, solver, controller, max_steps):
     """`diffeqsolve` over `cfg.grid`, saving the recorder at `t0` and every step,
     and the final state. The controller's state is saved only where it keeps
-    `StepStats` (`SafeStepTo`), for the statistics."""
+    `StepStats` (`SafeStepTo`, `GridClip`; not `diffrax.StepTo`), for the
+    statistics."""
     grid = cfg.grid
     return dfx.diffeqsolve(
         MembraneTerm(model),
@@ -44,7 +44,7 @@ def grid_solve(model, y0, cfg: GridConfig, solver, controller, max_steps):
                 dfx.SubSaveAt(t0=True, steps=True, fn=cfg.recorder),
                 dfx.SubSaveAt(t1=True),
             ],
-            controller_state=isinstance(controller, SafeStepTo),
+            controller_state=not isinstance(controller, dfx.StepTo),
         ),
         stepsize_controller=controller,
         adjoint=cfg.adjoint,

@@ -98,7 +98,7 @@ def diagnose(
     if _first_bad_state(model, y_init, thr) is not None:
         return dataclasses.replace(_explain_initial(model, y_init, thr), n_steps=0)
     # point processes: their hooks around each step, as `simulate` steps
-    solver = with_events(solver, model, fixed_span(stepping.dt), fixed=True)
+    solver = with_events(solver, model, fixed_span(stepping.dt), grid_only=True)
     ss0 = solver.init(MembraneTerm(model), ts[0], ts[1], y_init, None)
     k, y, ss, bad = _search(
         solver, model, ts, y_init, ss0, jnp.asarray(thr, model.dtype)

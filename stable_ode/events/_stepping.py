@@ -14,25 +14,23 @@ times and their gradient has the onset term; adaptive steps, which land on
 every arrival (they are jump times), see it from its arrival on.
 
 Point processes whose NET_RECEIVE runs in turn at each event (it reads the
-states or sends self-events: `stable_ode.nmodl._sequential`) take adaptive
-steps only, which `ArrivalClip` lands on each of their events; their
-`receive` runs the events at the step's end.
+states or sends self-events: `stable_ode.nmodl._sequential`) take steps that
+land on each of their events (`stable_ode.events._clip`: `ArrivalClip` for
+adaptive steps, `GridClip` for fixed ones, which cuts a grid step at an event
+inside it); their `receive` runs the events at the step's end.
 """
 
 import diffrax as dfx
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array
 
-from .._controller._wrapped import AbstractWrappedController
 from .._group import uses_ions
 from .._results import RESULTS
 from .._solver._wrapped import AbstractWrappedSolver
 from .._state import group_states, State
 from .._term import membrane_term
-from ._arrivals import Arrivals, CellArrivals, is_time
+from ._arrivals import Arrivals, is_time
 from ._groups import AbstractArrivalGroup, AbstractPointProcessGroup
 from ._sources import SpikeLog, ThresholdSources
 
@@ -177,6 +175,12 @@ def deliver_at_start(model, t0, y0: State, span: float) -> State:
     return _hook(model, y0, start)
 
 
+def has_sequential(model) -> bool:
+    """Whether `model` holds point processes whose NET_RECEIVE runs in turn at
+    each event (`stable_ode.nmodl._sequential`)."""
+    return any(_sequential(g) for g in model.groups)
+
+
 def _sequential(g) -> bool:
     """Whether group `g` runs its NET_RECEIVE in turn at each event, on steps
     that land there (`stable_ode.nmodl._sequential`)."""
@@ -184,26 +188,24 @@ def _sequential(g) -> bool:
 
 
 def with_events(
-    solver: dfx.AbstractSolver, model, span: float, fixed: bool = False
+    solver: dfx.AbstractSolver, model, span: float, grid_only: bool = False
 ) -> dfx.AbstractSolver:
     """`EventSteps(solver, span)` if `model` has point processes, else `solver`
-    (unchanged, so models without events step exactly as before). `fixed`:
-    for fixed steps, which point processes whose NET_RECEIVE runs at each
-    event's time cannot take (one clear error)."""
+    (unchanged, so models without events step exactly as before).
+    `grid_only`: for a replay of the fixed grid that cannot land steps on
+    events (`stable_ode.diagnose`), which point processes whose NET_RECEIVE
+    runs at each event's time cannot take (one clear error)."""
     if not has_events(model):
         return solver
-    if fixed:
+    if grid_only:
         kinds = sorted({g.kind for g in model.groups if _sequential(g)})
         if kinds:
             raise ValueError(
                 f"point process {', '.join(kinds)}: its NET_RECEIVE reads the "
                 "states, tests flag or sends self-events (net_send), so it runs "
-                "at each event's exact time, on steps that land there; fixed "
-                "steps would move its events to the grid. Use adaptive steps "
-                "(an adaptive controller, e.g. simulate(..., controller="
-                "diffrax.PIDController(rtol=1e-6, atol=1e-6)); in a model "
-                'file, "integration": {"controller": {"kind": '
-                '"pid", ...}})'
+                "at each event's exact time, on steps that land there; diagnose "
+                "replays the fixed grid alone. Run simulate (fixed or adaptive "
+                "steps) instead"
             )
     return EventSteps(solver, float(span))
 
@@ -229,111 +231,6 @@ def event_jump_times(model, dtype):
         if isinstance(g, AbstractPointProcessGroup)
     ]
     return jnp.concatenate(parts) if parts else jnp.zeros((0,), dtype)
-
-
-class ArrivalClip(AbstractWrappedController):
-    """Wraps an adaptive controller so that steps land on the arrivals of
-    NetCons from threshold sources, which are only known during the solve:
-    each proposed step is clipped to end at the first arrival after its
-    start (read from the sources' ring buffers in the state), and to at most
-    `max_dt` (the shortest such delay, ms), so that a spike's arrivals are
-    never inside the step that detects it. `made_jump` is set for a step that
-    starts at an arrival (its state was changed by the delivery).
-
-    Steps also land exactly on the events of the point processes whose
-    NET_RECEIVE runs in turn at each event (`receivers`, at positions
-    `receiver_groups`; `stable_ode.nmodl._sequential`): their self-events
-    queued in the state and their NetCon events from spike times.
-
-    **Fields:** `controller`; `group`, the position of the `ThresholdSources`
-    group in the state's groups (`None` without one); `arrivals`, all those
-    NetCons (one `CellArrivals`, or `None`); `max_dt`, ms; `pending`, the
-    sources' ring-buffer slots; `receivers`, `receiver_groups`."""
-
-    controller: dfx.AbstractAdaptiveStepSizeController
-    arrivals: CellArrivals | None
-    max_dt: Array
-    group: int | None = eqx.field(static=True)
-    pending: int = eqx.field(static=True)
-    receivers: tuple[AbstractArrivalGroup, ...] = ()
-    receiver_groups: tuple[int, ...] = eqx.field(static=True, default=())
-
-    def ring(self, y):
-        """The sources' ring buffer in state `y`."""
-        x = y.groups[self.group]
-        return jnp.stack([x[f"s{k}"] for k in range(self.pending)], axis=1)
-
-    def next_event(self, y0, y1, keep, after):
-        """`(t, at)`: the first event (ms) strictly after `after` that a step
-        must land on, and whether one is at `after`, from the state `y1` if
-        `keep` else `y0`."""
-        nxt, at = jnp.asarray(jnp.inf, jnp.result_type(after)), jnp.asarray(False)
-        if self.arrivals is not None:
-            ring = jnp.where(keep, self.ring(y1), self.ring(y0))
-            nxt, at = self.arrivals.next_arrival(ring, after)
-        for g, k in zip(self.receivers, self.receiver_groups):
-            x = jax.tree.map(
-                lambda a, b: jnp.where(keep, a, b), y1.groups[k], y0.groups[k]
-            )
-            t, a = g.next_event(x, after)
-            nxt, at = jnp.minimum(nxt, t.astype(nxt.dtype)), at | a
-        return nxt, at
-
-    def _clip(self, t0, t1, nxt):
-        t1 = jnp.minimum(t1, nxt)
-        return t1 if self.arrivals is None else jnp.minimum(t1, t0 + self.max_dt)
-
-    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
-        t1, state = self.controller.init(
-            terms, t0, t1, y0, dt0, args, func, error_order
-        )
-        nxt, _ = self.next_event(y0, y0, True, t0)
-        return self._clip(t0, t1, nxt), state
-
-    def adapt_step_size(
-        self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
-    ):
-        keep, t0n, t1n, jump, state, result = self.controller.adapt_step_size(
-            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
-        )
-        nxt, at = self.next_event(y0, y1_candidate, keep, t0n)
-        return keep, t0n, self._clip(t0n, t1n, nxt), jump | at, state, result
-
-
-def arrival_clip(controller, model):
-    """`ArrivalClip` around `controller` if `model` has NetCons from threshold
-    sources or point processes whose NET_RECEIVE runs at each event
-    (`receivers`), else `controller` unchanged."""
-    k = next(
-        (j for j, g in enumerate(model.groups) if isinstance(g, ThresholdSources)),
-        None,
-    )
-    parts = [
-        g.cell_arrivals()
-        for g in model.groups
-        if isinstance(g, AbstractArrivalGroup) and g.cell_arrivals() is not None
-    ]
-    seq = [(g, j) for j, g in enumerate(model.groups) if _sequential(g)]
-    if (k is None or not parts) and not seq:
-        return controller
-    arrivals, max_dt, pending = None, jnp.asarray(jnp.inf), 0
-    if k is not None and parts:
-        arrivals = CellArrivals(
-            source=jnp.concatenate([p.source for p in parts]),
-            entry=jnp.concatenate([p.entry for p in parts]),
-            delay=jax.lax.stop_gradient(jnp.concatenate([p.delay for p in parts])),
-            weight=jnp.zeros((sum(p.source.shape[0] for p in parts),)),
-        )
-        max_dt, pending = jnp.min(arrivals.delay), model.groups[k].pending
-    return ArrivalClip(
-        controller,
-        arrivals,
-        max_dt,
-        k if arrivals is not None else None,
-        pending,
-        tuple(g for g, _ in seq),
-        tuple(j for _, j in seq),
-    )
 
 
 def event_outcome(model, final_state, result, stats):

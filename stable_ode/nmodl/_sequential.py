@@ -41,7 +41,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from ..events._arrivals import CELL_NETCON, NETCON
+from ..events._arrivals import CELL_NETCON, near, NETCON
 from ..events._groups import Held
 from ..mechanisms import AbstractKinetics
 from . import _runtime
@@ -104,16 +104,19 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
 
     def next_event(self, states, after):
         """`(t, at)`: the first self-event or NetCon event from spike times
-        strictly after `after` (ms, `inf` if none), and whether one is at
-        `after`. (Events from threshold sources: `ArrivalClip`'s own.)"""
+        after `after + near(after)` (ms, `inf` if none; those before were
+        delivered at `after`), and whether one is at `after` (up to
+        `near(after)`, either way). (Events from threshold sources:
+        `EventTimes`' own.)"""
         times = [states[_queue_keys(k)[0]] for k in range(self.queue_slots)]
         t = jax.lax.stop_gradient(jnp.concatenate(times))
         t = jnp.where(t < 0.5 * EMPTY, t, jnp.inf)
         if self.arrivals is not None:
             a = jax.lax.stop_gradient(self.arrivals.time)
             t = jnp.concatenate([t, a])
-        nxt = jnp.min(jnp.where(t > after, t, jnp.inf), initial=jnp.inf)
-        return nxt, jnp.any(t == after)
+        end = after + near(after)  # those up to here were delivered at `after`
+        nxt = jnp.min(jnp.where(t > end, t, jnp.inf), initial=jnp.inf)
+        return nxt, jnp.any((t >= after - near(after)) & (t <= end))
 
     # -- delivery ---------------------------------------------------------------
 
@@ -126,19 +129,20 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         (`ThresholdSources.columns`), or `None`. Steps without events (most)
         skip the delivery (`lax.cond`; under `vmap` both branches run)."""
         t_lo = states["t_delivered"][0]
+        t_due = t1 + near(t1)  # events up to `near(t1)` after `t1` run at `t1`
         spike = cell = None
-        due = jnp.any(jnp.stack(self._due(states, t1)))
+        due = jnp.any(jnp.stack(self._due(states, t_due)))
         if self.arrivals is not None:
-            spike = self.arrivals.select(t_lo, t1, span, True)
+            spike = self.arrivals.select(t_lo, t_due, span, True)
             due = due | jnp.any(spike[3])
         if self.cell is not None and ring is not None:
             rows = jnp.stack(ring)[:, self.cell.source]
-            cell = self.cell.hits(rows, t_lo, t1, True)
+            cell = self.cell.hits(rows, t_lo, t_due, True)
             due = due | jnp.any(cell[0] > 0)
 
         def deliver(states):
             ctx = _Context(self, model, v1, ions)  # (only on steps with events)
-            out, bad = self._queue_pass(ctx, dict(states), t1)
+            out, bad = self._queue_pass(ctx, dict(states), t_due)
             if spike is not None:
                 t, entry, _, mask, overflow, nc = spike
                 out, b = self._in_turn(ctx, out, entry, nc, t, mask)
@@ -151,8 +155,8 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
                     ctx, out, self.cell.entry, src, arrival, count > 0
                 )
                 bad = bad | b | jnp.any(count > 1)
-            out, b = self._queue_pass(ctx, out, t1)  # those sent with delay 0
-            bad = bad | b | jnp.any(jnp.stack(self._due(out, t1)))
+            out, b = self._queue_pass(ctx, out, t_due)  # those sent with delay 0
+            bad = bad | b | jnp.any(jnp.stack(self._due(out, t_due)))
             return {
                 k: x if k == "t_delivered" else jnp.where(bad, jnp.nan, x)
                 for k, x in out.items()
@@ -161,7 +165,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         start = dict(states) | {DV: jnp.zeros_like(states["t_delivered"])}
         out = jax.lax.cond(due, deliver, lambda x: dict(x), start)
         dv = out.pop(DV)
-        out["t_delivered"] = jnp.full_like(states["t_delivered"], t1)
+        out["t_delivered"] = jnp.full_like(states["t_delivered"], t_due)
         return self.with_current(v1, out, ions), dv
 
     def _due(self, states, t1):
