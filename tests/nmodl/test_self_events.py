@@ -14,9 +14,10 @@ relative (measured 9e-10, CVODE's tolerance) and v to 1e-6 relative
 (measured 1e-7); NetCons from threshold crossings equal the same spike times
 as lists; fixed steps converge at their order through the events, and
 follow NEURON's fixed step to rounding where the events are on the grid (the
-import errors of what is still not supported are in `test_point.py`); gradients with respect to a NetCon's
-weight and delay, the rates and the pulse's duration against central
-differences (float64) and finite in float32.
+import errors of what is still not supported are in `test_point.py`);
+gradients with respect to a NetCon's weight and delay, the rates and the
+pulse's duration against central differences (float64) and finite in
+float32.
 """
 
 import diffrax as dfx
