@@ -7,11 +7,12 @@ the states or `v`, sets values the kinetics read, tests `flag` or sends
 self-events with `net_send(delay, flag)` — is an
 `AbstractNmodlSequentialGroup`:
 
-- steps land on every event (adaptive steps only: the step controller is
-  clipped to the next event, `stable_ode.events._stepping.ArrivalClip`), and
-  the events at a step's end are delivered by `receive` after the step (and
-  before the first step, those at the start: INITIAL's `net_send(0, ...)`, a
-  NetCon event at t = 0): the
+- steps land on every event (the step controller is clipped to the next
+  event: `stable_ode.events._clip.ArrivalClip` for adaptive steps,
+  `GridClip` for fixed ones, which cuts a grid step at an event inside it),
+  and the events at a step's end are delivered by `receive` after the step
+  (and before the first step, those at the start: INITIAL's `net_send(0,
+  ...)`, a NetCon event at t = 0; `events._stepping.deliver_at_start`): the
   self-events due then, the NetCon events from spike times and the NetCon
   events from threshold sources (each in turn, on the states the previous one
   left), then the self-events that these sent with delay 0;
