@@ -104,7 +104,7 @@ class EventSteps(AbstractWrappedSolver):
                 return x
             y = g.before_step(t0, t1, t_start, x, span)
             cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
-            if cell is None or ring0 is None or _sequential(g):
+            if cell is None or ring0 is None:
                 return y
             t_lo = jnp.maximum(x["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
             parts = [(t_lo, t0, t0, True, g.jump)]
@@ -160,7 +160,7 @@ def deliver_at_start(model, t0, y0: State, span: float) -> State:
     `net_send(0, ...)`, NetCon events at `t0`); `y0` itself if there are none.
     Run once before the solve rather than before every step: the step's
     trace (and its derivative's) then holds one delivery, not two."""
-    if not any(_sequential(g) for g in model.groups):
+    if not has_sequential(model):
         return y0
     ring0 = _spikes(model, y0)
     ionic = any(_sequential(g) and uses_ions(g) for g in model.point_processes)

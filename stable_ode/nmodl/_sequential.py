@@ -123,12 +123,13 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
 
     def receive(self, model, t1, v1, states, span, ring, ions=None):
         """`(states, dv)`: `states` after the events due at the step's end
-        `t1` (ms; every event in `(t_delivered, t1]`), at voltages `v1` (mV,
-        all compartments), and the change of the voltage at each instance's
-        compartment (mV: zero, with the derivative with respect to the event
-        times); `ring`: the threshold sources' ring buffer as columns
-        (`ThresholdSources.columns`), or `None`. Steps without events (most)
-        skip the delivery (`lax.cond`; under `vmap` both branches run)."""
+        `t1` (ms; every event in `(t_delivered, t1 + near(t1)]`), at voltages
+        `v1` (mV, all compartments), and the change of the voltage at each
+        instance's compartment (mV: zero, with the derivative with respect to
+        the event times); `ring`: the threshold sources' ring buffer as
+        columns (`ThresholdSources.columns`), or `None`. Steps without events
+        (most) skip the delivery (`lax.cond`; under `vmap` both branches
+        run)."""
         t_lo = states["t_delivered"][0]
         t_due = t1 + near(t1)  # events up to `near(t1)` after `t1` run at `t1`
         spike = cell = None
