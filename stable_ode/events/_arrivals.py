@@ -241,7 +241,8 @@ class CellArrivals(eqx.Module):
         spikes = jax.lax.stop_gradient(ring[self.source])
         t = spikes + jax.lax.stop_gradient(self.delay)[:, None]
         ok = is_time(spikes)
-        end = after + near(after)  # those up to here were delivered at `after`
+        d = near(after)
+        end = after + d  # those up to here were delivered at `after`
         later = jnp.where(ok & (t > end), t, jnp.inf)
-        at = ok & (t >= after - near(after)) & (t <= end)
+        at = ok & (t >= after - d) & (t <= end)
         return jnp.min(later, initial=jnp.inf), jnp.any(at)

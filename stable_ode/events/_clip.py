@@ -201,7 +201,5 @@ class GridClip(dfx.AbstractStepSizeController[GridClipState, None]):
 def grid_clip(controller: SafeStepTo, model):
     """`GridClip` around `controller` if `model` has point processes whose
     NET_RECEIVE runs in turn at each event, else `controller` unchanged."""
-    if not any(_sequential(g) for g in model.groups):
-        return controller
     events = event_times(model, sequential_only=True)
     return controller if events is None else GridClip(controller, events)

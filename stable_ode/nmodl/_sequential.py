@@ -115,9 +115,10 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         if self.arrivals is not None:
             a = jax.lax.stop_gradient(self.arrivals.time)
             t = jnp.concatenate([t, a])
-        end = after + near(after)  # those up to here were delivered at `after`
+        d = near(after)
+        end = after + d  # those up to here were delivered at `after`
         nxt = jnp.min(jnp.where(t > end, t, jnp.inf), initial=jnp.inf)
-        return nxt, jnp.any((t >= after - near(after)) & (t <= end))
+        return nxt, jnp.any((t >= after - d) & (t <= end))
 
     # -- delivery ---------------------------------------------------------------
 
