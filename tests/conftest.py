@@ -180,6 +180,18 @@ def neuron_mechanisms(tmp_path_factory):
     return h
 
 
+@_pytest.fixture(autouse=True, scope="module")
+def _release_compiled():
+    """JAX's caches (traced functions, compiled executables) emptied after each
+    test module: a `pytest-xdist` worker runs dozens of modules in one process,
+    and the compiled solves of every module it ran would otherwise stay in
+    memory to the end of the run (several GB per worker on this suite; a CI
+    runner may have less). Modules share few compiled functions, so this
+    costs no measurable time."""
+    yield
+    jax.clear_caches()
+
+
 _NEURON_GLOBALS = ("celsius", "dt", "secondorder", "usetable_hh", "v_init", "tstop")
 
 

@@ -344,10 +344,12 @@ def test_gradients(pulse_syn):
                           controller=ctl)  # fmt: skip
         return out.recordings["v"][-1]
 
-    loss64 = jax.jit(lambda p, m: loss(p, m, 1e-10))
+    # One compiled function gives the gradient and the values of the finite
+    # differences (the value of `value_and_grad` is the solve's).
+    loss64 = jax.jit(jax.value_and_grad(lambda p, m: loss(p, m, 1e-10)))
     p0 = jnp.asarray([0.01, 0.37, 1.1, 0.19, 1.0])
-    grad = np.asarray(jax.grad(loss64)(p0, model))
-    fd = finite_difference_grad(lambda p: loss64(p, model), p0, eps=1e-5)
+    grad = np.asarray(loss64(p0, model)[1])
+    fd = finite_difference_grad(lambda p: loss64(p, model)[0], p0, eps=1e-5)
     print("grad", grad, "fd", fd)
     assert np.all(np.abs(grad) > 1e-3)
     np.testing.assert_allclose(grad, fd, rtol=1e-5)
@@ -361,13 +363,13 @@ def test_gradients(pulse_syn):
         out = so.simulate(with_params(m, p), T1, DT, solver=so.CrankNicolson())
         return out.recordings["v"][-1]
 
-    fixed = jax.jit(loss_fixed)
-    grad = np.asarray(jax.jit(jax.grad(loss_fixed))(p0, model))
-    fd = finite_difference_grad(lambda p: fixed(p, model), p0, eps=1e-6)
+    fixed = jax.jit(jax.value_and_grad(loss_fixed))
+    grad = np.asarray(fixed(p0, model)[1])
+    fd = finite_difference_grad(lambda p: fixed(p, model)[0], p0, eps=1e-6)
     print("fixed steps: grad", grad, "fd", fd)
     np.testing.assert_allclose(grad[[0, 2, 3]], fd[[0, 2, 3]], rtol=1e-7)
     np.testing.assert_allclose(grad[[1, 4]], fd[[1, 4]], rtol=1e-3)
 
     model32 = _model(pulse_syn, post="pas", dtype=jnp.float32)
-    grad32 = jax.jit(jax.grad(loss_fixed))(p0.astype(jnp.float32), model32)
+    grad32 = fixed(p0.astype(jnp.float32), model32)[1]
     assert grad32.dtype == jnp.float32 and np.all(np.isfinite(grad32))
