@@ -151,6 +151,17 @@ def near(t):
     return NEAR_ULPS * jnp.finfo(t.dtype).eps * jnp.maximum(jnp.abs(t), 1.0)
 
 
+def first_after(t, after):
+    """`(t, at)` over the event times `t` (ms; `inf` for none): the first
+    after `after + near(after)` (`inf` if none; those up to there are
+    delivered at `after`), and whether one is at `after`, to within
+    `near(after)` either way."""
+    d = near(after)
+    end = after + d
+    later = jnp.min(jnp.where(t > end, t, jnp.inf), initial=jnp.inf)
+    return later, jnp.any((t >= after - d) & (t <= end))
+
+
 class CellArrivals(eqx.Module):
     """The NetCons from threshold sources into one synapse group.
 
@@ -240,9 +251,4 @@ class CellArrivals(eqx.Module):
         at `after` (to within `near(after)`)."""
         spikes = jax.lax.stop_gradient(ring[self.source])
         t = spikes + jax.lax.stop_gradient(self.delay)[:, None]
-        ok = is_time(spikes)
-        d = near(after)
-        end = after + d  # those up to here were delivered at `after`
-        later = jnp.where(ok & (t > end), t, jnp.inf)
-        at = ok & (t >= after - d) & (t <= end)
-        return jnp.min(later, initial=jnp.inf), jnp.any(at)
+        return first_after(jnp.where(is_time(spikes), t, jnp.inf), after)

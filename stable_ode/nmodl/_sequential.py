@@ -42,7 +42,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from ..events._arrivals import CELL_NETCON, near, NETCON
+from ..events._arrivals import CELL_NETCON, first_after, near, NETCON
 from ..events._groups import Held
 from ..mechanisms import AbstractKinetics
 from . import _runtime
@@ -115,10 +115,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         if self.arrivals is not None:
             a = jax.lax.stop_gradient(self.arrivals.time)
             t = jnp.concatenate([t, a])
-        d = near(after)
-        end = after + d  # those up to here were delivered at `after`
-        nxt = jnp.min(jnp.where(t > end, t, jnp.inf), initial=jnp.inf)
-        return nxt, jnp.any((t >= after - d) & (t <= end))
+        return first_after(t, after)
 
     # -- delivery ---------------------------------------------------------------
 
