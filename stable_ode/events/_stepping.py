@@ -98,11 +98,13 @@ class EventSteps(AbstractWrappedSolver):
         _, t_start = solver_state
         span = self.span
         ring0 = _spikes(model, y0)
+        ionic = any(_clocked(g) and uses_ions(g) for g in model.point_processes)
+        views = model.ion_views(y0.v, y0.groups) if ionic else None
 
-        def before(g, x):
-            if _sequential(g):
-                return x
+        def deliver(g, x):
             y = g.before_step(t0, t1, t_start, x, span)
+            if _sequential(g):  # (its before_step only reads the clock)
+                return y
             cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
             if cell is None or ring0 is None:
                 return y
@@ -112,6 +114,14 @@ class EventSteps(AbstractWrappedSolver):
                 parts.append((t_lo, t0, t0, True, g.onset_jump(t1 - t0)))
                 parts.append((t0, t1, t1, False, g.in_step_jump(t1 - t0)))
             return cell.deliver(y, ring0, parts, g.netcon_states)
+
+        def before(g, x):
+            y = deliver(g, x)
+            if not _clocked(g):
+                return y
+            # the values it records, at the step's clock (what a sample
+            # interpolated inside the step starts from)
+            return g.with_current(y0.v, y, views if uses_ions(g) else None)
 
         return _hook(model, y0, before)
 
@@ -179,6 +189,13 @@ def has_sequential(model) -> bool:
     """Whether `model` holds point processes whose NET_RECEIVE runs in turn at
     each event (`stable_ode.nmodl._sequential`)."""
     return any(_sequential(g) for g in model.groups)
+
+
+def _clocked(g) -> bool:
+    """Whether group `g`'s currents read the clock (an imported point process
+    whose BREAKPOINT reads `t`, `stable_ode.nmodl._clock`): its recorded
+    values are recomputed before each step, at the step's clock."""
+    return bool(getattr(g, "reads_clock", False))
 
 
 def _sequential(g) -> bool:

@@ -90,6 +90,7 @@ class Emitter:
         self.solve = None  # callback for SOLVE statements
         self.reaction = None  # callback for `~` and CONSERVE (KINETIC blocks)
         self.event_time = False  # `t` readable (NET_RECEIVE: the event's time)
+        self.clock = False  # `t` readable (a point process: `m.t`)
         self.sends: int | None = None  # net_send calls so far (NET_RECEIVE only)
 
     def fail(self, construct, problem, line=None):
@@ -106,7 +107,7 @@ class Emitter:
             return f"l.{py(name)}"
         if name in self.module.constants:
             return repr(self.module.constants[name])
-        if name == "t" and self.event_time:
+        if name == "t" and (self.event_time or self.clock):
             return "m.t"
         if name == "flag" and self.event_time:
             self.fail(
@@ -215,6 +216,8 @@ class Emitter:
             self.assign(s, sc)
         elif isinstance(s, ir.CallStmt) and s.fn == "net_send":
             self.net_send(s, sc)
+        elif isinstance(s, ir.CallStmt) and s.fn == "at_time":
+            self.expr(s.args[0], sc)  # checked; its times are jump times (`_clock`)
         elif isinstance(s, ir.CallStmt):
             c = self.module.callables.get(s.fn)
             if c is not None and c.kind == "PROCEDURE":

@@ -46,6 +46,8 @@ def read_mod(path: pathlib.Path) -> ir.Module:
         title="",
         ions=[],
         nonspecific=[],
+        electrode=[],
+        after_solves=[],
         range_names=[],
         global_names=[],
         statics=[],
@@ -190,6 +192,7 @@ def read_mod(path: pathlib.Path) -> ir.Module:
             r.fail(line, t, "this block is not supported")
     if d["suffix"] is None:
         raise NmodlError(path, None, "NEURON", "no SUFFIX: not a density mechanism")
+    _electrode(r, d)
     _finish(r, d)
     return ir.Module(path=str(path), **{k: _freeze(v) for k, v in d.items()})
 
@@ -222,6 +225,32 @@ def _declared(r: _Reader, name: str) -> list[str]:
 
 def _freeze(v):
     return tuple(v) if isinstance(v, list) else v
+
+
+def _electrode(r: _Reader, d) -> None:
+    """`ELECTRODE_CURRENT` belongs to a point process; `SOLVE proc METHOD
+    after_cvode` (svclmp.mod's) solves a PROCEDURE without arguments in a point
+    process's BREAKPOINT."""
+    if d["electrode"] and not d["point_process"]:
+        r.fail(
+            d["lines"]["ELECTRODE_CURRENT"],
+            "ELECTRODE_CURRENT",
+            "an electrode current in a SUFFIX file is not supported (it is in a "
+            "POINT_PROCESS: a current injected at a site)",
+        )
+    bp = d["breakpoint"]
+    for s in bp.body if bp is not None else ():
+        if not (isinstance(s, ir.Solve) and s.method == "after_cvode"):
+            continue
+        c = d["callables"].get(s.block)
+        if not d["point_process"] or c is None or c.kind != "PROCEDURE" or c.params:
+            r.fail(
+                s.line,
+                "SOLVE",
+                f"METHOD after_cvode solves a PROCEDURE without arguments in a "
+                f"POINT_PROCESS; {s.block} is not one here",
+            )
+        d["after_solves"].append(s.block)
 
 
 def _neuron_block(r: _Reader, b, d):
@@ -273,6 +302,10 @@ def _neuron_block(r: _Reader, b, d):
         elif t == "Nonspecific":
             r.stmt_line(r"\bNONSPECIFIC_CURRENT\b")
             d["nonspecific"] += [c.name.get_node_name() for c in s.currents]
+        elif t == "ElectrodeCurrent":
+            line = r.stmt_line(r"\bELECTRODE_CURRENT\b")
+            d["lines"]["ELECTRODE_CURRENT"] = line
+            d["electrode"] += [c.name.get_node_name() for c in s.currents]
         elif t == "Range":
             for x in s.variables:
                 d["range_names"] += _declared(r, x.name.get_node_name())

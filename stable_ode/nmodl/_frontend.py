@@ -53,7 +53,6 @@ _UNSUPPORTED = {
     "BbcorePointer": ("BBCOREPOINTER", "BBCOREPOINTER is not supported"),
     "External": ("EXTERNAL", "EXTERNAL variables are not supported"),
     "RandomVarList": ("RANDOM", "random numbers are not supported"),
-    "ElectrodeCurrent": ("ELECTRODE_CURRENT", "electrode currents are not supported"),
     "WhileStatement": ("while", "while loops are not supported"),
     "ReactionStatement": ("~", "reactions belong in KINETIC blocks"),
     "Conserve": ("CONSERVE", "CONSERVE belongs in KINETIC blocks"),
@@ -366,6 +365,10 @@ class _Reader(ArrayReading, KineticReading):
             line = self.stmt_line(rf"\b{re.escape(name)}\s*\(")
             if name in ("net_send", "state_discontinuity"):
                 return self.event_statement(name, e, line)
+            if name == "at_time":  # a time where the inputs jump (`_clock`)
+                if len(e.arguments) != 1:
+                    self.fail(line, "at_time()", "takes 1 argument")
+                return ir.CallStmt(name, (self.expr(e.arguments[0]),), line)
             call = self.expr(e)
             return ir.CallStmt(name, call.args, line)
         if t in _UNSUPPORTED:

@@ -228,6 +228,8 @@ class Module:
       `<state>0`, else 0).
     - `constants`: `CONSTANT`s and `UNITS` factors, name → value.
     - `nonspecific`: `NONSPECIFIC_CURRENT` names.
+    - `electrode`: `ELECTRODE_CURRENT` names (point processes: nA injected,
+      positive depolarising).
     - `lines`: where each name is declared, and each state's equation.
     """
 
@@ -253,3 +255,6 @@ class Module:
     net_receive: Callable | None = None  # NET_RECEIVE(args) as a PROCEDURE
     # the INITIAL block inside NET_RECEIVE (per NetCon: its weight vector)
     net_receive_initial: Block | None = None
+    electrode: tuple[str, ...] = ()
+    # PROCEDUREs BREAKPOINT solves with METHOD after_cvode (run after the step)
+    after_solves: tuple[str, ...] = ()

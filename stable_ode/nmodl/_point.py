@@ -28,6 +28,11 @@ vectorised group (`AbstractNmodlPointGroup`, an
   bounded `tau1`) are recomputed from the parameters wherever the other
   blocks read them.
 
+- `ELECTRODE_CURRENT i`: nA injected (positive depolarising), so `-i` joins
+  the outward current; a `BREAKPOINT` that reads `t` sees the step's middle,
+  and the times it compares `t` with are jump times and edges
+  (`stable_ode.nmodl._clock`); `SOLVE p METHOD after_cvode` runs `p` after
+  the step, for the recorded values.
 - `USEION`: the ion variables it reads come from the model's ions at its
   compartments (`{name: IonView}` passed as `ions`, as to the mechanism
   groups); the ion currents it writes (nA) join its compartments' ion
@@ -46,12 +51,14 @@ state.
 from typing import ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..events._arrivals import CELL_NETCON, NETCON
 from ..events._groups import AbstractArrivalGroup, Held
 from . import _runtime
+from ._clock import CLOCK
 from ._codegen import py
 
 
@@ -72,6 +79,11 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
     def uses_ions(self) -> bool:
         return bool(self.ions)
 
+    @property
+    def reads_clock(self) -> bool:
+        """Whether BREAKPOINT reads `t` (`stable_ode.nmodl._clock`)."""
+        return self.spec.clock
+
     def _vars(self, params, v, states, celsius, geometry=None, ions=None):
         """The file's variables for entries with parameters `params` at
         voltages `v`: `ions`, the values of the ion variables it reads
@@ -88,7 +100,8 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         values |= {s: jnp.zeros_like(v) for s in sp.module.states}
         held = set(sp.module.states) | set(sp.counters)
         values |= {k: x for k, x in states.items() if k in held}
-        values |= dict(v=v, celsius=celsius, diam=None, area=None, t=0.0)
+        t = states[CLOCK] if CLOCK in states else 0.0
+        values |= dict(v=v, celsius=celsius, diam=None, area=None, t=t)
         if geometry is not None:
             values |= geometry
         m = _runtime.Vars(**{py(k): x for k, x in values.items()})
@@ -126,6 +139,7 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
             out |= d(m)
         out["t_delivered"] = Held()
         held = (*self.in_step_states, *self.spec.counters, *self.spec.recorded)
+        held += (CLOCK,) if self.spec.clock else ()
         held += tuple(k for k in states if k.startswith((NETCON, CELL_NETCON)))
         return out | {k: Held() for k in held}
 
@@ -141,6 +155,7 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         self.spec.ns["breakpoint"](m)
         vi = v[self.index]
         i = [_runtime.as_n(getattr(m, py(x)), vi) for x in self.spec.module.nonspecific]
+        i += [-_runtime.as_n(getattr(m, py(x)), vi) for x in self.spec.module.electrode]
         out = {"nonspecific": sum(i[1:], i[0]) if i else jnp.zeros_like(vi)}
         for ion, x in self.spec.ion_writes:
             out[ion] = _runtime.as_n(getattr(m, py(x)), vi)
@@ -173,6 +188,8 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         held = (*sp.module.states, *sp.counters)
         out = {s: _runtime.as_n(getattr(m, py(s)), vi) for s in held}
         out["t_delivered"] = jnp.full_like(vi, _T_NONE)
+        if sp.clock:
+            out[CLOCK] = jnp.zeros_like(vi)
         out |= {k: jnp.zeros_like(vi) for k in self.in_step_states}
         out |= {k: jnp.zeros_like(vi) for k in sp.recorded}
         if sp.vector and self.arrivals is not None:
@@ -221,7 +238,58 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         vi = v[self.index]
         m = self._vars(self.params, vi, states, self.celsius, None, self._ions(ions))
         self.spec.ns["breakpoint"](m)
+        if "after_solve" in self.spec.ns:  # METHOD after_cvode: at the new `v`
+            self.spec.ns["after_solve"](m)
         return states | {x: _runtime.as_n(getattr(m, py(x)), vi) for x in names}
+
+    # -- the clock (`_clock`): `t` at the step's middle, as NEURON's fixed step
+
+    def before_step(self, t0, t1, t_start, states, span):
+        out = super().before_step(t0, t1, t_start, states, span)
+        return self.sample_inputs(0.5 * (t0 + t1), out)
+
+    def sample_inputs(self, t, states):
+        if not self.spec.clock:
+            return states
+        return states | {CLOCK: jnp.full_like(states[CLOCK], t)}
+
+    def clock_times(self, dtype):
+        """The times (ms) at which the inputs BREAKPOINT reads off the clock
+        jump (`_clock`), one row per instance."""
+        if not self.spec.clock:
+            return jnp.zeros((0,), dtype)
+        z = jnp.zeros(self.index.shape, dtype)
+        m = self._vars(self.params, z, {}, self.celsius)
+        times = self.spec.ns["clock_times"](m)
+        if not times:
+            return jnp.zeros((0,), dtype)
+        return jnp.concatenate([_runtime.as_n(x, z).astype(dtype) for x in times])
+
+    def jump_times(self, dtype):
+        return jnp.concatenate([super().jump_times(dtype), self.clock_times(dtype)])
+
+    def edges(self, dtype):
+        return jax.lax.stop_gradient(self.clock_times(dtype))
+
+    def stiff(self, states):
+        """Whether an electrode current depends on the voltage at `states` (a
+        voltage clamp that is on, as svclmp.mod's `i = (vc - v)/rs`): its
+        series resistance makes the clamped compartment's mode stiff, and
+        `CrankNicolson` takes L-stable steps then (as for the built-in
+        `SEClamp`)."""
+        electrode = self.spec.module.electrode
+        if not electrode:
+            return jnp.asarray(False)
+        z = jnp.zeros(self.index.shape, self.celsius.dtype)
+        ones = dict(diam=jnp.ones_like(z), area=jnp.ones_like(z))
+
+        def i(v):
+            m = self._vars(self.params, v, states, self.celsius, ones)
+            self.spec.ns["breakpoint"](m)
+            return sum(_runtime.as_n(getattr(m, py(x)), v) for x in electrode)
+
+        _, g = jax.jvp(i, (z,), (jnp.ones_like(z),))
+        return jnp.any(jnp.abs(g) > 0)
 
     def _increments(self, entry, w, event):
         """NET_RECEIVE at arrivals at instances `entry` with weights `w` and

@@ -289,7 +289,7 @@ def breakpoint_values(module: ir.Module, held) -> tuple[str, ...]:
             out.add(q.target)
         elif isinstance(q, ir.CallStmt) and q.fn in fx:
             out |= fx[q.fn][1]
-    visible = set(module.range_names) | set(module.nonspecific)
+    visible = set(module.range_names) | set(module.nonspecific) | set(module.electrode)
     written = {x for ion in module.ions for x in ion.write}  # `ica`, nA
     keep = (out & (set(module.assigned) | written) & visible) - set(held)
     return tuple(sorted(keep))

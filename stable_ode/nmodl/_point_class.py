@@ -11,6 +11,7 @@ from jaxtyping import Array, Float, Int
 from .._stimulus import Site
 from ..events._arrivals import Arrivals, CellArrivals
 from . import _runtime
+from ._clock import reads_clock
 from ._codegen import py
 from ._errors import NmodlError
 from ._point import AbstractNmodlPointGroup, in_step_key
@@ -56,6 +57,7 @@ class _PointSpec:
         )
         nr = module.net_receive
         self.vector = nr.params[1:] if nr is not None else ()
+        self.clock = reads_clock(module)  # BREAKPOINT reads `t` (`_clock`)
 
     def increments(self, group, params, w, celsius, event=None):
         """NET_RECEIVE's increment of each target at each arrival (from states

@@ -93,13 +93,13 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         return out | {k: Held() for k in states if k.startswith("queue:")}
 
     def before_step(self, t0, t1, t_start, states, span):
-        del t0, t1, t_start, span
-        return states  # (the events at t0 are delivered by `receive`)
+        del t_start, span  # (the events at t0 are delivered by `receive`)
+        return self.sample_inputs(0.5 * (t0 + t1), states)
 
     def jump_times(self, dtype):
-        # Not jump times: the steps land on these events exactly (not just
-        # before and after), by `next_event`.
-        return jnp.zeros((0,), dtype)
+        # Not the events: the steps land on them exactly (not just before and
+        # after), by `next_event`.
+        return self.clock_times(dtype)
 
     # -- where steps must land -----------------------------------------------
 

@@ -4,11 +4,15 @@ BREAKPOINT, as plain functions of a `Vars` record `m`."""
 
 from . import _ir as ir
 from ._analysis import (
+    _exprs,
     calls_in,
     effects,
     expand,
+    names_in,
     StateDependence,
+    walk,
 )
+from ._clock import clock_times_code
 from ._codegen import Emitter, label_of, py, Scope, send_names
 from ._errors import NmodlError
 from ._frontend import NEURON_GLOBALS
@@ -59,6 +63,7 @@ class Source(ReadChecks):
     def emitter(self) -> Emitter:
         em = Emitter(self.module, self.known, self.label)
         em.solve = self.solve
+        em.clock = self.module.point_process  # `t` (see `check_clock`)
         return em
 
     def generate(self) -> str:
@@ -70,8 +75,9 @@ class Source(ReadChecks):
         bp = mod.breakpoint
         if bp is not None:
             for s in bp.body:
-                if isinstance(s, ir.Solve):
+                if isinstance(s, ir.Solve) and s.method != "after_cvode":
                     self.solved.append(self.solved_block(s))
+        self.check_clock()
         solved_states = set()
         for blk in self.solved:
             if blk.kind == "KINETIC":
@@ -110,7 +116,39 @@ class Source(ReadChecks):
             if name == "initial":
                 self.chunks.append(f"N_INITIAL_SENDS = {em.sends or 0}")
             self.chunks.append(f"def {name}(m):\n" + "\n".join(em.out))
+        if mod.point_process:
+            self.chunks.append(clock_times_code(mod, self.known, self.derived))
+        if mod.after_solves:  # run after the step (NEURON's nrn_state)
+            calls = "\n".join(f"    pr_{py(b)}(m)" for b in mod.after_solves)
+            self.chunks.append(f"def after_solve(m):\n{calls}")
         return "\n\n\n".join(self.chunks) + "\n"
+
+    def check_clock(self):
+        """`t` may be read by a point process's BREAKPOINT, INITIAL and
+        NET_RECEIVE (and the FUNCTIONs and PROCEDUREs they call), not by the
+        blocks its states' kinetics come from, nor by a density mechanism."""
+        mod = self.module
+        blocks = list(self.solved)
+        if not mod.point_process:
+            blocks += [b for b in (mod.initial, mod.breakpoint) if b is not None]
+        for blk in blocks:
+            for q in walk(blk.body):
+                names = set()
+                for e in _exprs(q):
+                    names |= names_in(e)
+                    for c in calls_in(e) & set(self.fx):
+                        names |= self.fx[c][0]
+                if isinstance(q, ir.CallStmt) and q.fn in self.fx:
+                    names |= self.fx[q.fn][0]
+                if "t" in names:
+                    where = (
+                        f"{blk.kind} {blk.name}'s rates (kinetics are evaluated "
+                        "for a frozen time)"
+                        if blk in self.solved
+                        else "a density mechanism (a POINT_PROCESS may read it in "
+                        "BREAKPOINT)"
+                    )
+                    self.fail(q.line, "t", f"t is not available to {where}")
 
     def solved_block(self, s: ir.Solve) -> ir.Block:
         blk = self.module.derivatives.get(s.block)
@@ -144,6 +182,8 @@ class Source(ReadChecks):
         return blk
 
     def solve(self, em: Emitter, s: ir.Solve, sc: Scope):
+        if s.method == "after_cvode":
+            return  # `after_solve`, after the step
         if s.steadystate is None and em.equation is None and s.method is not None:
             # BREAKPOINT: the states are advanced by the solver; here the block's
             # assignments only, so that the currents see what it computes (in

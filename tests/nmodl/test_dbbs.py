@@ -54,7 +54,10 @@ EXPECTED = {
     "Nav1_1__0": None, "Nav1_6__0": None,
     "cdp5__0": _CAO, "cdp5__CAM": _CAO, "cdp5__CAM_GoC": _CAO, "cdp5__CR": _CAO,
     "gap_junction__0": ("POINTER", "a POINTER (gap junction)"),
-    "gap_junction__parallel": ("ELECTRODE_CURRENT", "an electrode current"),
+    "gap_junction__parallel": (
+        "ASSIGNED",
+        "vgap read and never computed (NEURON's ParallelContext sets it)",
+    ),
 }  # fmt: skip
 
 
