@@ -68,6 +68,7 @@ _DEMO_FILES = (
     "release.mod",
     "capmpr.mod",
     "cabpump.mod",
+    "invlfire.mod",
 )
 _OWN_FILES = (
     _TESTS / "nmodl" / "mod" / "hhns.mod",

@@ -34,19 +34,22 @@ def read_point_processes(r: Reader, raw, where: str, sites, imported=None) -> tu
     `imported`: the `POINT_PROCESS` classes of the model's `nmodl` files, by
     name."""
     out = []
+    kinds = {**REGISTRY.point_processes, **(imported or {})}
     for i, item in enumerate(r.seq(raw, where)):
         w = f"{where}[{i}]"
+        # an ARTIFICIAL_CELL from an NMODL file is in no section
+        peek = item.get("kind") if isinstance(item, dict) else None
+        art = isinstance(peek, str) and getattr(kinds.get(peek), "artificial_cell", 0)
         item = r.table(
             item,
             w,
-            required=("name", "kind", "cell", "section"),
-            optional=("position", "params"),
+            required=("name", "kind") if art else ("name", "kind", "cell", "section"),
+            optional=("params",) if art else ("position", "params"),
         )
         name = r.name(item["name"], key(w, "name"))
         kind = r.string(item["kind"], key(w, "kind"))
         if kind in NOT_YET:
             r.fail(key(w, "kind"), NOT_YET[kind])
-        kinds = {**REGISTRY.point_processes, **(imported or {})}
         if kind not in kinds:
             r.fail(
                 key(w, "kind"),
@@ -54,7 +57,7 @@ def read_point_processes(r: Reader, raw, where: str, sites, imported=None) -> tu
                 f"(kinds: {listing(sorted(kinds))})",
             )
         cls = kinds[kind]
-        site = sites.site(item, w)[0]
+        site = () if art else (sites.site(item, w)[0],)
         pw = key(w, "params")
         params = r.mapping(item.get("params", {}), pw)
         allowed = [
@@ -81,7 +84,7 @@ def read_point_processes(r: Reader, raw, where: str, sites, imported=None) -> tu
                 continue
             values[_NEURON_NAMES.get(k, k)] = r.number(v, key(pw, k))
         with r.at(pw):
-            out.append(cls(site, name=name, **values))
+            out.append(cls(*site, name=name, **values))
     r.unique([p.name for p in out], where, "point process")
     return tuple(out)
 

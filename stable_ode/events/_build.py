@@ -13,7 +13,7 @@ import numpy as np
 from .._errors import InvalidArgument
 from .._stimulus import Site, StepCurrent
 from ._arrivals import build_arrivals
-from ._netcon import NetCon, spike_times_of
+from ._netcon import is_artificial, NetCon, spike_times_of
 from ._processes import (
     AlphaSynapse,
     Exp2Syn,
@@ -141,7 +141,13 @@ def build_events(
                 f"{names[k]!r} is a {type(pps[k]).__name__}, which receives no "
                 "NetCon events (targets: ExpSyn, Exp2Syn)",
             )
-        if isinstance(source, Site):
+        if is_artificial(source) and id(source) not in by_id:
+            raise InvalidArgument(
+                "build",
+                f"netcons[{j}].source",
+                f"an artificial cell not given to build (point_processes): {source!r}",
+            )
+        if isinstance(source, Site) or is_artificial(source):
             cell_netcons.append((j, type(pps[k]), entry_of[k], nc))
             continue
         t = spike_times_of(source)
@@ -162,7 +168,7 @@ def build_events(
             )
         return out, ks
 
-    sources, log, cell_arrivals = build_sources(
+    sources, log, cell_arrivals, art_rows = build_sources(
         cell_netcons, spike_recs, index_of, dtype
     )
     groups, steps = [], []
@@ -218,7 +224,10 @@ def build_events(
         if not _imported(pps[by_kind[kind][0]]):
             continue
         ks = by_kind[kind]
-        index = jnp.asarray([index_of(pps[k].site) for k in ks], jnp.int32)
+        art = bool(getattr(kind, "artificial_cell", False))
+        # (an artificial cell is in no compartment: it reads no voltage)
+        sites = [0 if art else index_of(pps[k].site) for k in ks]
+        index = jnp.asarray(sites, jnp.int32)
         arr = None
         if kind in arrivals and sum(t.size for t in arrivals[kind][0]):
             t, e, n, w, d, g = arrivals[kind]
@@ -226,6 +235,10 @@ def build_events(
                 np.concatenate(t), np.concatenate(e), np.concatenate(n), w, d, g, dtype
             )
         names_k = tuple(names[k] for k in ks)
+        extra = {}
+        if art:  # each instance's source (-1: none), for its net_events
+            rows = [art_rows.get(id(pps[k]), -1) for k in ks]
+            extra["fire_rows"] = jnp.asarray(rows, jnp.int32)
         group = kind.make_point_process_group(
             [pps[k] for k in ks],
             index,
@@ -234,6 +247,7 @@ def build_events(
             dtype,
             cell=cell_arrivals.get(kind),
             celsius=celsius,
+            **extra,
         )
         for j, k in enumerate(ks):
             where_of[k] = (len(groups), j)

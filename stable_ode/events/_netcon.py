@@ -118,10 +118,12 @@ class NetCon(eqx.Module):
     - `source`: a `SpikeTimes` or a `NetStim` (known before the run), or a
       `stable_ode.Site`: that compartment's voltage crossing `threshold`
       upwards (NEURON's `NetCon(sec(x)._ref_v, target, threshold, delay,
-      weight)`), located within the step by linear interpolation.
+      weight)`), located within the step by linear interpolation; or an
+      instance of an imported `ARTIFICIAL_CELL` (`stable_ode.load_nmodl`)
+      given to `build`: its `net_event`s are its spikes.
     - `target`: the point process (the object given to `build`) or its `name`;
       an `ExpSyn` or an `Exp2Syn`.
-    - `delay`: ms (>= 0, > 0 for a `Site` source, as NEURON; default 1).
+    - `delay`: ms (>= 0, > 0 for a `Site` or artificial-cell source; default 1).
       Differentiable for a `Site` source; fixed for the others.
     - `weight`: µS (default 0, as NEURON); differentiable.
     - `threshold`: mV (default 10, NEURON's), for a `Site` source only. NetCons
@@ -141,14 +143,16 @@ class NetCon(eqx.Module):
     max_pending: int | None = None
 
     def __check_init__(self):
-        if not isinstance(self.source, (SpikeTimes, NetStim, Site)):
+        art = is_artificial(self.source)
+        if not (isinstance(self.source, (SpikeTimes, NetStim, Site)) or art):
             raise InvalidArgument(
                 "NetCon",
                 "source",
-                "must be a SpikeTimes, a NetStim or a stable_ode.Site (a "
-                f"compartment's voltage crossing a threshold), got {self.source!r}",
+                "must be a SpikeTimes, a NetStim, a stable_ode.Site (a "
+                "compartment's voltage crossing a threshold) or an imported "
+                f"ARTIFICIAL_CELL, got {self.source!r}",
             )
-        cell = isinstance(self.source, Site)
+        cell = isinstance(self.source, Site) or art
         d = self.delay
         if not concrete_number(d) or not math.isfinite(d) or d < 0:
             raise InvalidArgument(
@@ -158,7 +162,8 @@ class NetCon(eqx.Module):
             raise InvalidArgument(
                 "NetCon",
                 "delay",
-                f"must be > 0 ms for a cell-voltage source (as NEURON), got {d!r}",
+                "must be > 0 ms for a cell-voltage or artificial-cell source, "
+                f"got {d!r}",
             )
         if concrete_number(self.weight) and not math.isfinite(self.weight):
             raise InvalidArgument(
@@ -166,7 +171,7 @@ class NetCon(eqx.Module):
             )
         thr = self.threshold
         if thr is not None:
-            if not cell:
+            if not isinstance(self.source, Site):
                 raise InvalidArgument(
                     "NetCon", "threshold", "only a cell-voltage (Site) source has one"
                 )
@@ -178,7 +183,9 @@ class NetCon(eqx.Module):
         if k is not None:
             if not cell:
                 raise InvalidArgument(
-                    "NetCon", "max_pending", "only a cell-voltage (Site) source has one"
+                    "NetCon",
+                    "max_pending",
+                    "only a cell-voltage (Site) or artificial-cell source has one",
                 )
             if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
                 raise InvalidArgument(
@@ -187,13 +194,19 @@ class NetCon(eqx.Module):
 
     def arrival_times(self) -> np.ndarray:
         """When the events reach the target, ms (known-before-the-run sources)."""
-        if isinstance(self.source, Site):
+        if isinstance(self.source, Site) or is_artificial(self.source):
             raise InvalidArgument(
                 "NetCon.arrival_times",
                 "source",
                 "a cell-voltage source's spikes are known only after the run",
             )
         return spike_times_of(self.source) + float(self.delay)
+
+
+def is_artificial(source) -> bool:
+    """Whether `source` is an instance of an imported `ARTIFICIAL_CELL`
+    (`stable_ode.load_nmodl`), whose `net_event`s are spikes."""
+    return bool(getattr(type(source), "artificial_cell", False))
 
 
 def threshold_of(nc: NetCon) -> float:

@@ -18,6 +18,8 @@ time, and `simulate` reports `RESULTS.event_overflow`.
 sources into one synapse group.
 """
 
+import math
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -28,7 +30,7 @@ from .._errors import check_number, InvalidArgument
 from .._stimulus import Site
 from ._arrivals import CellArrivals, is_time as _is_time, NONE
 from ._groups import AbstractNoCurrentGroup
-from ._netcon import pending_of, threshold_of
+from ._netcon import is_artificial, pending_of, threshold_of
 
 
 class ThresholdSources(AbstractNoCurrentGroup):
@@ -77,6 +79,23 @@ class ThresholdSources(AbstractNoCurrentGroup):
         # Double `where`: no 0/0 (nor its gradient) where nothing crossed.
         frac = (thr - a) / jnp.where(cross, b - a, 1.0)
         tc = t0 + (t1 - t0) * jnp.clip(jnp.where(cross, frac, 0.0), 0.0, 1.0)
+        return self._record(t0, states, cross, tc)
+
+    def emit(self, states, rows, fired, t):
+        """`states` with spikes at times `t` (ms) of the sources `rows` where
+        `fired` (an artificial cell's `net_event`s, at the end of a step that
+        ends at `t`)."""
+        n = self.index.shape[0]
+        cross = jnp.zeros((n,), bool).at[rows].set(fired, mode="drop")
+        tc = jnp.zeros((n,), t.dtype).at[rows].set(t, mode="drop")
+        return self._record(jnp.min(jnp.where(cross, tc, jnp.inf)), states, cross, tc)[
+            0
+        ]
+
+    def _record(self, t0, states, cross, tc):
+        """`detect`'s result for spikes at `tc` of the sources where `cross`
+        (a spike overwritten in the ring buffer is lost if its arrivals after
+        `t0` are not all delivered)."""
         count = states["count"]
         slot = jnp.mod(count, self.pending).astype(jnp.int32)
         ring = self.columns(states)
@@ -172,16 +191,26 @@ class SpikeRecording(eqx.Module):
 
 
 def build_sources(cell_netcons, spike_recordings, index_of, dtype):
-    """`(sources, log, arrivals)`: the `ThresholdSources` and `SpikeLog`
-    groups (or `None`) and, per target kind, the `CellArrivals` of
-    `cell_netcons`: `(j, kind, entry,
-    netcon)` with `j` the NetCon's position (for errors)."""
+    """`(sources, log, arrivals, artificial)`: the `ThresholdSources` and
+    `SpikeLog` groups (or `None`), per target kind the `CellArrivals` of
+    `cell_netcons` (`(j, kind, entry, netcon)` with `j` the NetCon's position,
+    for errors), and the source of each artificial cell that is one (`id` of
+    the instance → source number: a source that never crosses a threshold,
+    whose spikes the artificial cell's `net_event`s write, `emit`)."""
     sources: dict = {}  # (compartment, threshold) -> source number
     comp, thr, horizon, pending = [], [], [], [1]
+    artificial: dict = {}
 
     seen: dict = {}  # (cell, section, position, threshold) -> source number
 
     def source(site, threshold, where) -> int:
+        if is_artificial(site):
+            if id(site) not in artificial:
+                artificial[id(site)] = len(comp)
+                comp.append(0)  # (any compartment: its voltage is not read)
+                thr.append(math.inf)
+                horizon.append(0.0)
+            return artificial[id(site)]
         fast = (site.cell, site.section, site.position, threshold)
         if fast in seen:
             return seen[fast]
@@ -200,7 +229,8 @@ def build_sources(cell_netcons, spike_recordings, index_of, dtype):
 
     parts: dict = {}
     for j, kind, entry, nc in cell_netcons:
-        s = source(nc.source, threshold_of(nc), f"netcons[{j}].source")
+        thr_j = math.inf if is_artificial(nc.source) else threshold_of(nc)
+        s = source(nc.source, thr_j, f"netcons[{j}].source")
         horizon[s] = max(horizon[s], float(nc.delay))
         pending[0] = max(pending[0], pending_of(nc))
         p = parts.setdefault(kind, ([], [], [], []))
@@ -214,7 +244,7 @@ def build_sources(cell_netcons, spike_recordings, index_of, dtype):
         log_names.append(str(r.name))
         max_spikes = max(max_spikes, int(r.max_spikes))
     if not comp:
-        return None, None, {}
+        return None, None, {}, {}
     group = ThresholdSources(
         index=jnp.asarray(comp, jnp.int32),
         threshold=jnp.asarray(np.asarray(thr), dtype),
@@ -241,4 +271,4 @@ def build_sources(cell_netcons, spike_recordings, index_of, dtype):
         )
         for kind, p in parts.items()
     }
-    return group, log, arrivals
+    return group, log, arrivals, artificial

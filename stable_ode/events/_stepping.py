@@ -35,6 +35,9 @@ from ._groups import AbstractArrivalGroup, AbstractPointProcessGroup
 from ._sources import SpikeLog, ThresholdSources
 
 
+FIRE_N = "fire:n"  # (`stable_ode.nmodl._sequential`: a group's net_events)
+
+
 def has_events(model) -> bool:
     """Whether `model` holds point-process groups (so solves need `EventSteps`)."""
     return any(isinstance(g, AbstractPointProcessGroup) for g in model.groups)
@@ -158,7 +161,7 @@ class EventSteps(AbstractWrappedSolver):
             y = cell.deliver(y, ring1, [part], g.netcon_states)
             return g.with_current(v1, y, ions)
 
-        y1 = _hook(model, y1, after)
+        y1 = _emit(model, _hook(model, y1, after))
         if moved:
             y1 = State(v=y1.v + sum(moved[1:], moved[0]), groups=y1.groups)
         return y1, y_error, dense, (inner, t_start), result
@@ -182,7 +185,29 @@ def deliver_at_start(model, t0, y0: State, span: float) -> State:
         ions = views if uses_ions(g) else None
         return g.receive(model, t0, y0.v, x, span, ring0, ions)[0]
 
-    return _hook(model, y0, start)
+    return _emit(model, _hook(model, y0, start))
+
+
+def _emit(model, y: State) -> State:
+    """`y` with the spikes that artificial cells sent (`net_event`) at the
+    last delivery written to their sources' ring buffers (from which the
+    NetCons they drive deliver, as from a threshold crossing)."""
+    firing = [k for k, x in enumerate(y.groups) if FIRE_N in x]
+    if not firing:
+        return y
+    groups = list(y.groups)
+    src = next(
+        (k for k, g in enumerate(model.groups) if isinstance(g, ThresholdSources)),
+        None,
+    )
+    for k in firing:
+        g = model.groups[k]
+        groups[k], fired, t = g.take_spikes(groups[k])
+        rows = getattr(g, "fire_rows", None)
+        if src is not None and rows is not None:
+            sources = model.groups[src]
+            groups[src] = sources.emit(groups[src], rows, fired & (rows >= 0), t)
+    return State(v=y.v, groups=group_states(groups))
 
 
 def has_sequential(model) -> bool:

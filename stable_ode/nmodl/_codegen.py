@@ -92,6 +92,8 @@ class Emitter:
         self.event_time = False  # `t` readable (NET_RECEIVE: the event's time)
         self.clock = False  # `t` readable (a point process: `m.t`)
         self.sends: int | None = None  # net_send calls so far (NET_RECEIVE only)
+        self.fires: int | None = None  # net_event calls so far (NET_RECEIVE only)
+        self.moves: int | None = None  # net_move calls so far (NET_RECEIVE only)
 
     def fail(self, construct, problem, line=None):
         raise NmodlError(self.module.path, line or self.line, construct, problem)
@@ -216,6 +218,8 @@ class Emitter:
             self.assign(s, sc)
         elif isinstance(s, ir.CallStmt) and s.fn == "net_send":
             self.net_send(s, sc)
+        elif isinstance(s, ir.CallStmt) and s.fn in ("net_event", "net_move"):
+            self.event_call(s, sc)
         elif isinstance(s, ir.CallStmt) and s.fn == "at_time":
             self.expr(s.args[0], sc)  # checked; its times are jump times (`_clock`)
         elif isinstance(s, ir.CallStmt):
@@ -268,6 +272,22 @@ class Emitter:
         self.emit(f"m.{f} = {flag}")
         self.emit(f"m.{on} = 1.0")
 
+    def event_call(self, s: ir.CallStmt, sc: Scope):
+        """`net_event(t)` (a spike of this artificial cell, at `t` ms:
+        `fire_names`) or `net_move(t)` (its pending self-event moved to `t`:
+        `move_names`), kept per call site as `net_send`'s."""
+        count = self.fires if s.fn == "net_event" else self.moves
+        if count is None:
+            self.fail(f"{s.fn}()", f"{s.fn} is supported in NET_RECEIVE only")
+        if s.fn == "net_event":
+            self.fires += 1
+            on, t = fire_names(count)
+        else:
+            self.moves += 1
+            on, t = move_names(count)
+        self.emit(f"m.{t} = {self.expr(s.args[0], sc)}")
+        self.emit(f"m.{on} = 1.0")
+
     def assign(self, s: ir.Assign, sc: Scope):
         t = s.target
         value = self.expr(s.value, sc)
@@ -302,6 +322,18 @@ def send_names(k: int) -> tuple[str, str, str]:
     it sent, the self-event's time (ms) and its flag (no NMODL name starts
     with `_ev`)."""
     return f"_ev{k}_on", f"_ev{k}_t", f"_ev{k}_f"
+
+
+def fire_names(k: int) -> tuple[str, str]:
+    """The `Vars` entries of NET_RECEIVE's `k`-th `net_event` call site:
+    whether it fired and the spike's time (ms)."""
+    return f"_fire{k}_on", f"_fire{k}_t"
+
+
+def move_names(k: int) -> tuple[str, str]:
+    """The `Vars` entries of NET_RECEIVE's `k`-th `net_move` call site:
+    whether it moved the pending self-event, and to which time (ms)."""
+    return f"_move{k}_on", f"_move{k}_t"
 
 
 def _expm1_of(den: ir.Expr):

@@ -48,6 +48,7 @@ def read_mod(path: pathlib.Path) -> ir.Module:
         nonspecific=[],
         electrode=[],
         after_solves=[],
+        artificial=False,
         range_names=[],
         global_names=[],
         statics=[],
@@ -263,15 +264,11 @@ def _neuron_block(r: _Reader, b, d):
             kind = s.type.get_node_name()
             name = s.name.get_node_name()
             line = r.stmt_line(rf"\b{kind}\b")
-            if kind not in ("SUFFIX", "POINT_PROCESS"):
-                r.fail(
-                    line,
-                    kind,
-                    f"{name}: artificial cells are not supported yet "
-                    "(density mechanisms, SUFFIX, and point processes, POINT_PROCESS)",
-                )
+            if kind not in ("SUFFIX", "POINT_PROCESS", "ARTIFICIAL_CELL"):
+                r.fail(line, kind, f"{name}: {kind} is not supported")
             d["suffix"] = name
-            d["point_process"] = kind == "POINT_PROCESS"
+            d["point_process"] = kind in ("POINT_PROCESS", "ARTIFICIAL_CELL")
+            d["artificial"] = kind == "ARTIFICIAL_CELL"
             d["lines"]["SUFFIX"] = line
         elif t == "Useion":
             ion = s.name.get_node_name()

@@ -365,6 +365,10 @@ class _Reader(ArrayReading, KineticReading):
             line = self.stmt_line(rf"\b{re.escape(name)}\s*\(")
             if name in ("net_send", "state_discontinuity"):
                 return self.event_statement(name, e, line)
+            if name in ("net_event", "net_move"):  # (where: checked with NET_RECEIVE)
+                if len(e.arguments) != 1:
+                    self.fail(line, f"{name}()", "takes 1 argument (a time, ms)")
+                return ir.CallStmt(name, (self.expr(e.arguments[0]),), line)
             if name == "at_time":  # a time where the inputs jump (`_clock`)
                 if len(e.arguments) != 1:
                     self.fail(line, "at_time()", "takes 1 argument")

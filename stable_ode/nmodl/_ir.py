@@ -256,5 +256,6 @@ class Module:
     # the INITIAL block inside NET_RECEIVE (per NetCon: its weight vector)
     net_receive_initial: Block | None = None
     electrode: tuple[str, ...] = ()
+    artificial: bool = False  # ARTIFICIAL_CELL (also `point_process`)
     # PROCEDUREs BREAKPOINT solves with METHOD after_cvode (run after the step)
     after_solves: tuple[str, ...] = ()

@@ -300,3 +300,50 @@ def counters(module: ir.Module, targets) -> tuple[str, ...]:
     per instance as states that jump at each event and do not move between
     events."""
     return tuple(s for s in targets if s in module.assigned)
+
+
+def check_artificial(module: ir.Module) -> None:
+    """An `ARTIFICIAL_CELL` is in no compartment: it has no current and reads
+    neither the voltage, the geometry nor ions; it sends its spikes with
+    `net_event` (in NET_RECEIVE)."""
+    line = module.lines.get("SUFFIX")
+
+    def fail(problem, at=None):
+        raise NmodlError(module.path, at or line, "ARTIFICIAL_CELL", problem)
+
+    if module.nonspecific or module.electrode or module.ions:
+        fail("an artificial cell has no current and uses no ion")
+    if module.net_receive is None:
+        fail("an artificial cell without NET_RECEIVE receives and sends nothing")
+    blocks = [module.initial, module.breakpoint, module.net_receive]
+    blocks += [*module.derivatives.values(), *module.callables.values()]
+    for blk in blocks:
+        for s in walk(blk.body) if blk is not None else ():
+            names = set()
+            for e in _exprs(s):
+                names |= names_in(e)
+            local = set(getattr(blk, "params", ()))
+            bad = names & {"v", "diam", "area"} - local
+            if bad:
+                fail(
+                    f"reads {', '.join(sorted(bad))}: an artificial cell is in no "
+                    "compartment",
+                    s.line,
+                )
+
+
+def check_net_event(module: ir.Module) -> None:
+    """`net_event` in a `POINT_PROCESS` (not an artificial cell): a spike of a
+    point process in a section, which no NetCon here can take as a source."""
+    if module.artificial or module.net_receive is None:
+        return
+    for s in walk(module.net_receive.body):
+        if isinstance(s, ir.CallStmt) and s.fn == "net_event":
+            raise NmodlError(
+                module.path,
+                s.line,
+                "net_event()",
+                "is not supported yet in a POINT_PROCESS (a NetCon source here "
+                "is a compartment's voltage or an ARTIFICIAL_CELL's net_event): "
+                "its spikes would reach nothing",
+            )

@@ -17,6 +17,8 @@ from ._errors import NmodlError
 from ._point import AbstractNmodlPointGroup, in_step_key
 from ._point_analysis import (
     breakpoint_values,
+    check_artificial,
+    check_net_event,
     counters,
     derived_names,
     initial_sends,
@@ -95,6 +97,9 @@ def make_point_class(module, fields, ns, derivs, info, use_ions):
             targets = None
         if targets is None:
             targets, held = {}, sequential_receive(module)
+    if module.artificial:
+        check_artificial(module)
+    check_net_event(module)
     spec = _PointSpec(module, fields, ns, derivs, derived_names(module), targets, held)
     name = module.suffix
     base = AbstractNmodlSequentialGroup if spec.sequential else AbstractNmodlPointGroup
@@ -110,9 +115,11 @@ def make_point_class(module, fields, ns, derivs, info, use_ions):
                 "celsius": Float[Array, ""],
                 "names": tuple[str, ...],
                 "kind": str,
+                "fire_rows": Int[Array, " n"] | None,
             },
             "names": eqx.field(static=True),
             "kind": eqx.field(static=True, default=name),
+            "fire_rows": None,  # an artificial cell's sources (`_artificial`)
             "recordable": (*module.states, *spec.counters, *spec.recorded),
             "spec": spec,
             "ions": use_ions(module),
@@ -125,7 +132,7 @@ def make_point_class(module, fields, ns, derivs, info, use_ions):
     _check_decay(module, spec, group_cls)
 
     def make_point_process_group(
-        cls, pps, index, arrivals, names, dtype, cell=None, celsius=6.3
+        cls, pps, index, arrivals, names, dtype, cell=None, celsius=6.3, fire_rows=None
     ):
         params = {
             f: jnp.asarray(np.asarray([float(getattr(p, f)) for p in pps]), dtype)
@@ -138,6 +145,7 @@ def make_point_class(module, fields, ns, derivs, info, use_ions):
             cell=cell,
             celsius=jnp.asarray(celsius, dtype),
             names=names,
+            fire_rows=fire_rows,
         )
 
     def __check_init__(self):
@@ -146,24 +154,29 @@ def make_point_class(module, fields, ns, derivs, info, use_ions):
                 f"{name}: site must be a stable_ode.Site, got {self.site!r}"
             )
 
-    annotations = {"site": Site}
+    art = module.artificial
+    annotations = {} if art else {"site": Site}
     annotations |= {f: float for f in fields}
     annotations["name"] = str | None
+    listed = ", ".join(f"`{f}` = {module.parameters[p]}" for f, p in fields.items())
+    what = "artificial cell" if art else "point process"
     namespace = {
         "__annotations__": annotations,
         **{f: module.parameters[p] for f, p in fields.items()},
         "name": None,
-        "__check_init__": __check_init__,
         "make_point_process_group": classmethod(make_point_process_group),
         "receives_events": bool(targets) or spec.sequential,
+        "artificial_cell": art,
         "group_class": group_cls,
         "nmodl": info,
-        "__doc__": f"NMODL point process `{name}` imported from `{module.path}`. "
-        f"**Fields:** `site`, the file's PARAMETERs "
-        f"({', '.join(f'`{f}` = {module.parameters[p]}' for f, p in fields.items())}"
-        f"), `name`. States: {', '.join(module.states) or 'none'}.",
+        "__doc__": f"NMODL {what} `{name}` imported from `{module.path}`. "
+        f"**Fields:** {'' if art else '`site`, '}the file's PARAMETERs ({listed}), "
+        f"`name`. States: {', '.join(module.states) or 'none'}."
+        + (" A NetCon source (its net_events are spikes)." if art else ""),
         "__module__": "stable_ode.nmodl.generated",
     }
+    if not art:
+        namespace["__check_init__"] = __check_init__
     return type(
         py(name) if name.isidentifier() else "point_process", (eqx.Module,), namespace
     )

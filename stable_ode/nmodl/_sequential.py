@@ -42,11 +42,11 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from ..events._arrivals import CELL_NETCON, first_after, near, NETCON
+from ..events._arrivals import CELL_NETCON, first_after, near, NETCON, NONE
 from ..events._groups import Held
 from ..mechanisms import AbstractKinetics
 from . import _runtime
-from ._codegen import py, send_names
+from ._codegen import fire_names, move_names, py, send_names
 from ._point import AbstractNmodlPointGroup
 
 
@@ -54,6 +54,13 @@ EMPTY = 1e30
 """The time (ms) of an empty queue slot: finite, so the states stay finite."""
 DV = "@dv"
 """During a delivery: the voltage's change (mV, per instance; 0 in value)."""
+LAST = "queue:last"
+"""The slot of each instance's last self-event sent (-1: none yet), which
+`net_move` moves."""
+FIRE_T, FIRE_N = "fire:t", "fire:n"
+"""An artificial cell's `net_event` at the last delivery: its time (ms,
+`NONE` if none) and how many (written to the sources' ring buffer after
+the delivery: `fired`)."""
 
 
 def _queue_keys(k: int) -> tuple[str, str, str]:
@@ -75,6 +82,10 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         for k in range(self.queue_slots):
             t, f, src = _queue_keys(k)
             out |= {t: jnp.full_like(z, EMPTY), f: z, src: z}
+        if self.spec.ns.get("N_MOVES"):  # the slot of the last self-event sent
+            out[LAST] = jnp.full_like(z, -1.0)
+        if self.spec.ns.get("N_FIRES"):  # a net_event of the last delivery
+            out |= {FIRE_T: jnp.full_like(z, NONE), FIRE_N: z}
         if self.spec.n_initial_sends:  # INITIAL's self-events: of no NetCon
             m = self._initial(model, v, ions)
             rows = jnp.arange(z.shape[0], dtype=jnp.int32)
@@ -90,7 +101,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
 
     def kinetics(self, model, v, states, ions=None):
         out = super().kinetics(model, v, states, ions)
-        return out | {k: Held() for k in states if k.startswith("queue:")}
+        return out | {k: Held() for k in states if k.startswith(("queue:", "fire:"))}
 
     def before_step(self, t0, t1, t_start, states, span):
         del t_start, span  # (the events at t0 are delivered by `receive`)
@@ -100,6 +111,19 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         # Not the events: the steps land on them exactly (not just before and
         # after), by `next_event`.
         return self.clock_times(dtype)
+
+    def take_spikes(self, states):
+        """`(states, fired, t)`: whether each instance sent a spike
+        (`net_event`) at the last delivery, and when (ms); `states` without
+        them (non-finite where one sent two at once: a source's ring buffer
+        takes one spike per source and step)."""
+        n = states[FIRE_N]
+        out = dict(states)
+        out[FIRE_N] = jnp.zeros_like(n)
+        out[FIRE_T] = jnp.full_like(n, NONE)
+        two = jnp.any(n > 1)
+        out = {k: jnp.where(two, jnp.nan, x) for k, x in out.items()}
+        return out, n > 0, states[FIRE_T]
 
     # -- where steps must land -----------------------------------------------
 
@@ -274,11 +298,24 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
             new = _runtime.as_n(getattr(lv, py(a)), w)
             out = ctx.set_vector(out, a, jnp.where(on, src, -1), new)
         bad = jnp.asarray(False)
+        for k in range(sp.ns.get("N_MOVES", 0)):  # (before this event's sends)
+            moved, tm = (getattr(m, x) for x in move_names(k))
+            moved = on & (_runtime.as_n(moved, w) != 0)
+            out, b = _move(out, self.queue_slots, rows, moved, _runtime.as_n(tm, w))
+            bad = bad | b
         for k in range(sp.n_sends):
             sent, ts, fs = (getattr(m, x) for x in send_names(k))
             sent = on & (_runtime.as_n(sent, w) != 0)
             out, b = _enqueue(out, self.queue_slots, rows, sent, ts, fs, src, w)
             bad = bad | b
+        for k in range(sp.ns.get("N_FIRES", 0)):
+            fired, tf = (getattr(m, x) for x in fire_names(k))
+            fired = on & (_runtime.as_n(fired, w) != 0)
+            tf = _runtime.as_n(tf, w).astype(out[FIRE_T].dtype)
+            out[FIRE_T] = (
+                out[FIRE_T].at[rows].set(jnp.where(fired, tf, out[FIRE_T][rows]))
+            )
+            out[FIRE_N] = out[FIRE_N].at[rows].add(fired.astype(out[FIRE_N].dtype))
         return out, bad
 
     def _rates(self, m, x, v):
@@ -300,6 +337,22 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         return rates, _runtime.as_n(i, v)
 
 
+def _move(states, slots, rows, moved, t):
+    """`states` with the self-event that each instance of `rows` sent last
+    moved to time `t` (ms) where `moved` (NEURON's `net_move`); and whether
+    one had none pending (NEURON stops with an error there)."""
+    out = dict(states)
+    last = states[LAST][rows].astype(jnp.int32)
+    found = jnp.zeros_like(moved)
+    for k in range(slots):
+        tk = _queue_keys(k)[0]
+        here = moved & (last == k) & (out[tk][rows] < 0.5 * EMPTY)
+        found = found | here
+        dt = out[tk].dtype
+        out[tk] = out[tk].at[rows].set(jnp.where(here, t, out[tk][rows]).astype(dt))
+    return out, jnp.any(moved & ~found)
+
+
 def _enqueue(states, slots, rows, sent, t, flag, src, like):
     """`states` with a self-event at time `t` with `flag` from NetCon `src`
     queued at each instance of `rows` where `sent` (in its first empty slot);
@@ -319,6 +372,11 @@ def _enqueue(states, slots, rows, sent, t, flag, src, like):
         out[fk] = out[fk].at[rows].set(jnp.where(put, flag, out[fk][rows]).astype(dt))
         s = src.astype(dt)
         out[sk] = out[sk].at[rows].set(jnp.where(put, s, out[sk][rows]))
+        if LAST in out:  # (for net_move)
+            x = out[LAST]
+            out[LAST] = x.at[rows].set(
+                jnp.where(put, float(k), x[rows]).astype(x.dtype)
+            )
     return out, jnp.any(full)
 
 

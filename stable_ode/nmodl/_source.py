@@ -13,7 +13,15 @@ from ._analysis import (
     walk,
 )
 from ._clock import clock_times_code
-from ._codegen import Emitter, label_of, py, Scope, send_names
+from ._codegen import (
+    Emitter,
+    fire_names,
+    label_of,
+    move_names,
+    py,
+    Scope,
+    send_names,
+)
 from ._errors import NmodlError
 from ._frontend import NEURON_GLOBALS
 from ._kinetic_source import KineticSource, scheme_states, steady_state_code
@@ -233,7 +241,7 @@ class Source(ReadChecks):
         if receive:  # NET_RECEIVE's implicit argument: 0 for a NetCon's event
             names.add("flag")
             args += ", flag=0.0"
-            em.sends = 0
+            em.sends = em.fires = em.moves = 0
         sc = Scope(names, c.name)
         prefix = "fn_" if c.kind == "FUNCTION" else "pr_"
         em.emit(
@@ -247,11 +255,14 @@ class Source(ReadChecks):
         em.emit(f"l = Vars({', '.join(init)})")
         start = len(em.out)
         em.stmts(c.body, sc)
-        if receive and em.sends:  # the self-events: none sent unless net_send runs
+        if receive:  # self-events, spikes, moves: none unless their call runs
             names0 = [x for k in range(em.sends) for x in send_names(k)]
+            names0 += [x for k in range(em.fires) for x in fire_names(k)]
+            names0 += [x for k in range(em.moves) for x in move_names(k)]
             em.out[start:start] = [f"    m.{x} = 0.0" for x in names0]
-        if receive:
             self.chunks.append(f"N_SENDS = {em.sends}")
+            self.chunks.append(f"N_FIRES = {em.fires}")
+            self.chunks.append(f"N_MOVES = {em.moves}")
         if c.kind == "FUNCTION":
             em.out.append(f"    return l.{py(c.name)}")
         if receive:  # its arguments' new values: the NetCon's weight vector

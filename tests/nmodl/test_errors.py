@@ -265,7 +265,7 @@ def test_artificial_cell(tmp_path):
     head = "NEURON {\n  ARTIFICIAL_CELL Gen\n}\n"
     with pytest.raises(
         NmodlError,
-        match=r"ac\.mod:2: ARTIFICIAL_CELL: Gen: artificial cells are not supported",
+        match=r"ac\.mod:2: ARTIFICIAL_CELL: an artificial cell without NET_RECEIVE",
     ):
         load(tmp_path, "ASSIGNED { x }\n", "ac.mod", head)
 

@@ -1,0 +1,218 @@
+"""`ARTIFICIAL_CELL`s imported from NMODL: NEURON's own
+`demo/release/invlfire.mod` (`IntervalFire`: a leaky integrator `m` that
+fires when it reaches 1 or, with no input, every `invl` ms; its NET_RECEIVE
+reads the event's `t`, sends self-events, moves them with `net_move` and
+spikes with `net_event`), a NetCon source into an `ExpSyn` on an HH
+compartment. Asserted: without input, the chain equals the same `ExpSyn`
+driven by the artificial cell's spike times as a list, to rounding (fixed
+steps); with inputs (which move its self-event, and one that makes it fire
+early), against NEURON's CVODE running the same file: the artificial cell's
+`m` and spike times to 1e-12, the synapse and the voltage to CVODE's tolerance;
+and the errors of what an artificial cell may not do."""
+
+import diffrax as dfx
+import jax
+import numpy as np
+import pytest
+from conftest import DEMO
+
+import stable_ode as so
+from stable_ode.nmodl import load_nmodl, NmodlError
+
+
+T1, DT = 20.0, 0.025
+INPUTS = [
+    (2.3, 0.3),
+    (9.1, 0.2),
+    (13.7, 1.2),
+    (19.0, 0.2),
+]  # (time ms, weight) into the cell
+
+
+@pytest.fixture(scope="module")
+def interval_fire():
+    return load_nmodl(DEMO / "invlfire.mod")["IntervalFire"]
+
+
+def _model(interval_fire, inputs=(), spike_times=None):
+    cell = so.Cell("c", [so.Section("soma", 20.0, 20.0)], [so.Insert(so.HH())])
+    site = so.Site("c", "soma", 0.5)
+    syn = so.ExpSyn(site, tau=2.0, name="syn")
+    rec = [so.Recording("v", site), so.PointRecording("g", syn, "g")]
+    if spike_times is not None:
+        src = so.SpikeTimes(spike_times)
+        ncs = [so.NetCon(src, syn, delay=1.0, weight=0.004)]
+        return so.build([cell], point_processes=[syn], netcons=ncs, recordings=rec)
+    art = interval_fire(tau=5.0, invl=4.0, name="a")
+    ncs = [so.NetCon(art, syn, delay=1.0, weight=0.004)]
+    ncs += [so.NetCon(so.SpikeTimes([t]), art, delay=0.0, weight=w) for t, w in inputs]
+    rec += [so.PointRecording(k, art, k) for k in ("m", "t0")]
+    return so.build([cell], point_processes=[syn, art], netcons=ncs, recordings=rec)
+
+
+def test_natural_firing_equals_spike_times(interval_fire):
+    out = so.simulate(_model(interval_fire), T1, DT)
+    t0 = np.asarray(out.recordings["t0"])
+    fired = np.unique(t0[t0 > 0])  # its spikes: each resets t0 to its time
+    np.testing.assert_allclose(fired, [4.0, 8.0, 12.0, 16.0, 20.0], rtol=0, atol=1e-12)
+    ref = so.simulate(_model(interval_fire, spike_times=list(fired)), T1, DT)
+    v, v_ref = np.asarray(out.recordings["v"]), np.asarray(ref.recordings["v"])
+    assert np.max(v) > 0, "the synapse makes the cell spike"
+    err = float(np.max(np.abs(v - v_ref)))
+    print(f"artificial cell vs its spike times as a list: {err:.2g} mV")
+    assert err < 1e-12
+
+
+@pytest.mark.neuron
+def test_against_cvode(interval_fire, neuron_mechanisms):
+    h = neuron_mechanisms
+    ctl = dfx.PIDController(rtol=1e-9, atol=1e-9)
+    model = _model(interval_fire, INPUTS)
+    out = so.simulate(model, T1, DT, solver=so.CrankNicolson(), controller=ctl)
+    ours = {k: float(np.asarray(x)[-1]) for k, x in out.recordings.items()}
+    events = np.unique(np.asarray(out.recordings["t0"]))  # its events' times
+
+    sec = h.Section(name="art_soma")
+    sec.L = sec.diam = 20.0
+    sec.insert("hh")
+    syn = h.ExpSyn(sec(0.5))
+    syn.tau = 2.0
+    art = h.IntervalFire()
+    art.tau, art.invl = 5.0, 4.0
+    out_nc = h.NetCon(art, syn)
+    out_nc.delay, out_nc.weight[0] = 1.0, 0.004
+    spikes = h.Vector()
+    out_nc.record(spikes)
+    ins = []
+    for _, w in INPUTS:
+        ins.append(h.NetCon(None, art))
+        ins[-1].weight[0] = w
+    cv = h.CVode()
+    h.usetable_hh, h.celsius = 0, 6.3
+    cv.active(1)
+    cv.rtol(1e-10)
+    cv.atol(1e-10)
+    h.finitialize(-65.0)
+    for nc, (t, _) in zip(ins, INPUTS):
+        nc.event(t)
+    cv.solve(T1)
+    cv.active(0)
+    theirs = {"v": sec(0.5).v, "g": syn.g, "m": art.m}
+    times = np.array(spikes)
+    del ins, out_nc, art, syn
+    h.delete_section(sec=sec)
+
+    print("ours", ours, "NEURON (CVODE)", theirs, "spikes", times)
+    assert len(times) >= 4 and not np.allclose(np.diff(times), 4.0), "moved"
+    assert theirs["m"] > 0.1, "an input since its last spike"
+    # each of NEURON's spike times is one of our events' (`t0 = t` at each)
+    gap = np.min(np.abs(times[:, None] - events[None, :]), axis=1)
+    np.testing.assert_allclose(gap, 0.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(ours["m"], theirs["m"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(ours["g"], theirs["g"], rtol=1e-8)
+    np.testing.assert_allclose(ours["v"], theirs["v"], rtol=1e-6)
+
+
+def test_gradient_finite(interval_fire):
+    """The voltage at the end depends on the artificial cell's `invl` through
+    its spike times (`net_send(firetime())`, `net_event(t)`): a finite,
+    non-zero derivative."""
+    model = _model(interval_fire, INPUTS[:1])
+    k = [g.kind for g in model.point_processes].index("IntervalFire")
+
+    def loss(invl):
+        import equinox as eqx
+
+        m = eqx.tree_at(lambda m: m.point_processes[k].params["invl"], model, invl)
+        return so.simulate(m, 8.0, DT).recordings["v"][-1]
+
+    g = float(jax.grad(loss)(model.point_processes[k].params["invl"])[0])
+    print("d v(8 ms) / d invl:", g)
+    assert np.isfinite(g) and abs(g) > 1e-6
+
+
+HEAD = """NEURON { ARTIFICIAL_CELL A }
+PARAMETER { tau = 5 (ms) }
+ASSIGNED { m }
+"""  # 3 lines
+
+
+@pytest.mark.parametrize(
+    "body, construct, line, words",
+    [
+        (
+            "NET_RECEIVE(w) {\n  m = v\n  net_event(t)\n}\n",
+            "ARTIFICIAL_CELL",
+            5,
+            "in no compartment",
+        ),
+        ("INITIAL { m = 0 }\n", "ARTIFICIAL_CELL", 1, "without NET_RECEIVE"),
+        (
+            "INITIAL {\n  net_event(t)\n}\nNET_RECEIVE(w) { m = w }\n",
+            "net_event()",
+            5,
+            "NET_RECEIVE only",
+        ),
+    ],
+)
+def test_errors(tmp_path, body, construct, line, words):
+    path = tmp_path / "a.mod"
+    path.write_text(HEAD + body)
+    with pytest.raises(NmodlError) as e:
+        load_nmodl(path)
+    assert (e.value.construct, e.value.line) == (construct, line), str(e.value)
+    assert words in str(e.value)
+
+
+def test_netcon_from_an_artificial_cell_not_built(interval_fire):
+    cell = so.Cell("c", [so.Section("soma", 20.0, 20.0)], [so.Insert(so.HH())])
+    syn = so.ExpSyn(so.Site("c", "soma", 0.5), name="syn")
+    nc = so.NetCon(interval_fire(name="a"), syn, weight=0.004)
+    with pytest.raises(ValueError, match="artificial cell not given to build"):
+        so.build([cell], point_processes=[syn], netcons=[nc])
+    with pytest.raises(ValueError, match="artificial-cell source"):
+        so.NetCon(interval_fire(name="a"), syn, delay=0.0)
+
+
+def test_model_file(tmp_path, interval_fire):
+    """In a model file an artificial cell is a `point_processes` entry without
+    a site (`kind`: its name from the `nmodl` key), NetCons target it and
+    records name what it holds: as the same model built in Python."""
+    import json
+    import shutil
+
+    shutil.copy(DEMO / "invlfire.mod", tmp_path / "invlfire.mod")
+    model = {
+        "format": "stable_ode.model/1",
+        "t_stop": 10.0,
+        "nmodl": ["invlfire.mod"],
+        "cells": [{"name": "c", "mechanisms": [{"name": "hh"}],
+                   "sections": [{"name": "soma", "length": 20.0, "diameter": 20.0}]}],
+        "point_processes": [{"name": "a", "kind": "IntervalFire",
+                             "params": {"tau": 5.0, "invl": 4.0}}],
+        "netcons": [{"source": {"spike_times": [t]}, "target": "a", "delay": 0.0,
+                     "weight": w} for t, w in INPUTS[:2]],
+        "record": [{"name": "m", "point_process": "a", "variable": "m"}],
+        "integration": {"solver": "backward_euler", "dt": DT},
+    }  # fmt: skip
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(model))
+    ours = np.asarray(so.load_spec(path).simulate().recordings["m"])
+    cell = so.Cell("c", [so.Section("soma", 20.0, 20.0)], [so.Insert(so.HH())])
+    art = interval_fire(tau=5.0, invl=4.0, name="a")
+    ncs = [
+        so.NetCon(so.SpikeTimes([t]), art, delay=0.0, weight=w) for t, w in INPUTS[:2]
+    ]
+    built = so.build(
+        [cell],
+        point_processes=[art],
+        netcons=ncs,
+        recordings=[so.PointRecording("m", art, "m")],
+    )
+    ref = np.asarray(so.simulate(built, 10.0, DT).recordings["m"])
+    assert np.max(ours) > 0.3
+    np.testing.assert_array_equal(ours, ref)
+    model["point_processes"][0] |= {"cell": "c", "section": "soma"}
+    path.write_text(json.dumps(model))
+    with pytest.raises(so.SpecError, match=r"point_processes\[0\]\.cell: unknown key"):
+        so.load_spec(path)
