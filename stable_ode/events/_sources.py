@@ -33,6 +33,13 @@ from ._groups import AbstractNoCurrentGroup
 from ._netcon import is_artificial, pending_of, threshold_of
 
 
+FIRE_T, FIRE_N = "fire:t", "fire:n"
+"""The states in which an artificial cell's group holds its `net_event`s of
+the last delivery (`stable_ode.nmodl._sequential`): their time (ms, `NONE`
+if none) and how many, until `events._stepping` writes them to its sources
+(`ThresholdSources.emit`)."""
+
+
 class ThresholdSources(AbstractNoCurrentGroup):
     """All threshold sources of a model.
 
@@ -86,11 +93,11 @@ class ThresholdSources(AbstractNoCurrentGroup):
         `fired` (an artificial cell's `net_event`s, at the end of a step that
         ends at `t`)."""
         n = self.index.shape[0]
+        rows = jnp.where(rows >= 0, rows, n)  # -1 (no source): dropped
         cross = jnp.zeros((n,), bool).at[rows].set(fired, mode="drop")
         tc = jnp.zeros((n,), t.dtype).at[rows].set(t, mode="drop")
-        return self._record(jnp.min(jnp.where(cross, tc, jnp.inf)), states, cross, tc)[
-            0
-        ]
+        t0 = jnp.min(jnp.where(cross, tc, jnp.inf))
+        return self._record(t0, states, cross, tc)[0]
 
     def _record(self, t0, states, cross, tc):
         """`detect`'s result for spikes at `tc` of the sources where `cross`

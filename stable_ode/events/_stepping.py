@@ -32,10 +32,7 @@ from .._state import group_states, State
 from .._term import membrane_term
 from ._arrivals import Arrivals, is_time
 from ._groups import AbstractArrivalGroup, AbstractPointProcessGroup
-from ._sources import SpikeLog, ThresholdSources
-
-
-FIRE_N = "fire:n"  # (`stable_ode.nmodl._sequential`: a group's net_events)
+from ._sources import FIRE_N, SpikeLog, ThresholdSources
 
 
 def has_events(model) -> bool:

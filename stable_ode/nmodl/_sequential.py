@@ -44,6 +44,7 @@ import jax.numpy as jnp
 
 from ..events._arrivals import CELL_NETCON, first_after, near, NETCON, NONE
 from ..events._groups import Held
+from ..events._sources import FIRE_N, FIRE_T
 from ..mechanisms import AbstractKinetics
 from . import _runtime
 from ._codegen import fire_names, move_names, py, send_names
@@ -57,10 +58,6 @@ DV = "@dv"
 LAST = "queue:last"
 """The slot of each instance's last self-event sent (-1: none yet), which
 `net_move` moves."""
-FIRE_T, FIRE_N = "fire:t", "fire:n"
-"""An artificial cell's `net_event` at the last delivery: its time (ms,
-`NONE` if none) and how many (written to the sources' ring buffer after
-the delivery: `fired`)."""
 
 
 def _queue_keys(k: int) -> tuple[str, str, str]:

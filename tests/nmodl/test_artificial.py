@@ -34,7 +34,7 @@ def interval_fire():
     return load_nmodl(DEMO / "invlfire.mod")["IntervalFire"]
 
 
-def _model(interval_fire, inputs=(), spike_times=None):
+def _model(interval_fire, inputs=(), spike_times=None, bystander=False):
     cell = so.Cell("c", [so.Section("soma", 20.0, 20.0)], [so.Insert(so.HH())])
     site = so.Site("c", "soma", 0.5)
     syn = so.ExpSyn(site, tau=2.0, name="syn")
@@ -47,11 +47,16 @@ def _model(interval_fire, inputs=(), spike_times=None):
     ncs = [so.NetCon(art, syn, delay=1.0, weight=0.004)]
     ncs += [so.NetCon(so.SpikeTimes([t]), art, delay=0.0, weight=w) for t, w in inputs]
     rec += [so.PointRecording(k, art, k) for k in ("m", "t0")]
-    return so.build([cell], point_processes=[syn, art], netcons=ncs, recordings=rec)
+    pps = [syn, art]
+    if bystander:  # an instance that fires at other times and is no source
+        pps.append(interval_fire(tau=5.0, invl=3.0, name="b"))
+    return so.build([cell], point_processes=pps, netcons=ncs, recordings=rec)
 
 
 def test_natural_firing_equals_spike_times(interval_fire):
-    out = so.simulate(_model(interval_fire), T1, DT)
+    """(With a second instance that is no NetCon source: its spikes reach
+    nothing.)"""
+    out = so.simulate(_model(interval_fire, bystander=True), T1, DT)
     t0 = np.asarray(out.recordings["t0"])
     fired = np.unique(t0[t0 > 0])  # its spikes: each resets t0 to its time
     np.testing.assert_allclose(fired, [4.0, 8.0, 12.0, 16.0, 20.0], rtol=0, atol=1e-12)
