@@ -43,7 +43,8 @@ A NET_RECEIVE with statements other than those above (see
 `_point_analysis.receive_increments`: it reads the states, tests `flag`,
 sends self-events) runs in turn at each event instead, on adaptive steps that
 land there: `stable_ode.nmodl._sequential`. Not supported (one `NmodlError`
-each): event functions other than `net_send`, a point process writing a
+each): `WATCH`, `FOR_NETCONS`, `net_event` outside an `ARTIFICIAL_CELL`
+(whose spikes `_sequential` sends), a point process writing a
 concentration, an increment target whose decay rate depends on `v` or a
 state.
 """

@@ -24,7 +24,11 @@ self-events with `net_send(delay, flag)` — is an
   queue makes the step non-finite;
 - the `ASSIGNED`s that NET_RECEIVE sets and no other block computes (the
   `synon` of a pulse synapse) are held per instance between events, as
-  states.
+  states;
+- `net_move(t)` moves the self-event the instance sent last (the state
+  `queue:last`, its slot); `net_event(t)` (an `ARTIFICIAL_CELL`'s spike) is
+  held in the states `fire:t`, `fire:n` until the event stepping writes it to
+  the instance's NetCon source (`events._sources.ThresholdSources.emit`).
 
 Events at exactly the same time run in that order (self-events first);
 NEURON runs them in the order it queued them.
@@ -49,19 +53,11 @@ from ..mechanisms import AbstractKinetics
 from . import _runtime
 from ._codegen import fire_names, move_names, py, send_names
 from ._point import AbstractNmodlPointGroup
+from ._queue import EMPTY, enqueue, LAST, move, queue_keys
 
 
-EMPTY = 1e30
-"""The time (ms) of an empty queue slot: finite, so the states stay finite."""
 DV = "@dv"
 """During a delivery: the voltage's change (mV, per instance; 0 in value)."""
-LAST = "queue:last"
-"""The slot of each instance's last self-event sent (-1: none yet), which
-`net_move` moves."""
-
-
-def _queue_keys(k: int) -> tuple[str, str, str]:
-    return f"queue:t{k}", f"queue:flag{k}", f"queue:src{k}"
 
 
 class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
@@ -77,7 +73,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         out = super().init_states(model, v, ions)
         z = jnp.zeros_like(out["t_delivered"])
         for k in range(self.queue_slots):
-            t, f, src = _queue_keys(k)
+            t, f, src = queue_keys(k)
             out |= {t: jnp.full_like(z, EMPTY), f: z, src: z}
         if self.spec.ns.get("N_MOVES"):  # the slot of the last self-event sent
             out[LAST] = jnp.full_like(z, -1.0)
@@ -91,7 +87,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
             for k in range(self.spec.n_initial_sends):
                 sent, t, f = (getattr(m, x) for x in send_names(k))
                 sent = _runtime.as_n(sent, z) != 0
-                out, b = _enqueue(out, self.queue_slots, rows, sent, t, f, none, z)
+                out, b = enqueue(out, self.queue_slots, rows, sent, t, f, none, z)
                 full = full | b
             out = {k: jnp.where(full, jnp.nan, x) for k, x in out.items()}
         return out
@@ -130,7 +126,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         delivered at `after`), and whether one is at `after` (up to
         `near(after)`, either way). (Events from threshold sources:
         `EventTimes`' own.)"""
-        times = [states[_queue_keys(k)[0]] for k in range(self.queue_slots)]
+        times = [states[queue_keys(k)[0]] for k in range(self.queue_slots)]
         t = jax.lax.stop_gradient(jnp.concatenate(times))
         t = jnp.where(t < 0.5 * EMPTY, t, jnp.inf)
         if self.arrivals is not None:
@@ -193,7 +189,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         """Per slot: whether each instance's self-event there is due by `t1`."""
         out = []
         for k in range(self.queue_slots):
-            t = states[_queue_keys(k)[0]]
+            t = states[queue_keys(k)[0]]
             out.append((t <= t1) & (t < 0.5 * EMPTY))
         return out
 
@@ -206,7 +202,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
 
         def round_(carry, _):
             states, bad = carry
-            keys = [_queue_keys(k) for k in range(self.queue_slots)]
+            keys = [queue_keys(k) for k in range(self.queue_slots)]
             t = jnp.stack([states[k[0]] for k in keys], 1)  # (n, slots)
             due = (t <= t1) & (t < 0.5 * EMPTY)
             first = jnp.argmin(jnp.where(due, t, jnp.inf), axis=1)
@@ -298,12 +294,12 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         for k in range(sp.ns.get("N_MOVES", 0)):  # (before this event's sends)
             moved, tm = (getattr(m, x) for x in move_names(k))
             moved = on & (_runtime.as_n(moved, w) != 0)
-            out, b = _move(out, self.queue_slots, rows, moved, _runtime.as_n(tm, w))
+            out, b = move(out, self.queue_slots, rows, moved, _runtime.as_n(tm, w))
             bad = bad | b
         for k in range(sp.n_sends):
             sent, ts, fs = (getattr(m, x) for x in send_names(k))
             sent = on & (_runtime.as_n(sent, w) != 0)
-            out, b = _enqueue(out, self.queue_slots, rows, sent, ts, fs, src, w)
+            out, b = enqueue(out, self.queue_slots, rows, sent, ts, fs, src, w)
             bad = bad | b
         for k in range(sp.ns.get("N_FIRES", 0)):
             fired, tf = (getattr(m, x) for x in fire_names(k))
@@ -332,49 +328,6 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         parts += [getattr(m, py(n)) for _, n in self.spec.ion_writes]
         i = sum(parts[1:], parts[0]) if parts else 0.0
         return rates, _runtime.as_n(i, v)
-
-
-def _move(states, slots, rows, moved, t):
-    """`states` with the self-event that each instance of `rows` sent last
-    moved to time `t` (ms) where `moved` (NEURON's `net_move`); and whether
-    one had none pending (NEURON stops with an error there)."""
-    out = dict(states)
-    last = states[LAST][rows].astype(jnp.int32)
-    found = jnp.zeros_like(moved)
-    for k in range(slots):
-        tk = _queue_keys(k)[0]
-        here = moved & (last == k) & (out[tk][rows] < 0.5 * EMPTY)
-        found = found | here
-        dt = out[tk].dtype
-        out[tk] = out[tk].at[rows].set(jnp.where(here, t, out[tk][rows]).astype(dt))
-    return out, jnp.any(moved & ~found)
-
-
-def _enqueue(states, slots, rows, sent, t, flag, src, like):
-    """`states` with a self-event at time `t` with `flag` from NetCon `src`
-    queued at each instance of `rows` where `sent` (in its first empty slot);
-    and whether a queue was full."""
-    t = _runtime.as_n(t, like)
-    flag = _runtime.as_n(flag, like)
-    times = jnp.stack([states[_queue_keys(k)[0]][rows] for k in range(slots)], 1)
-    empty = times >= 0.5 * EMPTY
-    first = jnp.argmax(empty, axis=1)
-    full = sent & ~jnp.any(empty, axis=1)
-    out = dict(states)
-    for k in range(slots):
-        tk, fk, sk = _queue_keys(k)
-        put = sent & jnp.any(empty, axis=1) & (first == k)
-        dt = out[tk].dtype
-        out[tk] = out[tk].at[rows].set(jnp.where(put, t, out[tk][rows]).astype(dt))
-        out[fk] = out[fk].at[rows].set(jnp.where(put, flag, out[fk][rows]).astype(dt))
-        s = src.astype(dt)
-        out[sk] = out[sk].at[rows].set(jnp.where(put, s, out[sk][rows]))
-        if LAST in out:  # (for net_move)
-            x = out[LAST]
-            out[LAST] = x.at[rows].set(
-                jnp.where(put, float(k), x[rows]).astype(x.dtype)
-            )
-    return out, jnp.any(full)
 
 
 class _Context:
