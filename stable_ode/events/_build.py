@@ -115,6 +115,14 @@ def build_events(
             f"names no point process given to build: {target!r} (names: {names})",
         )
 
+    for j, r in spike_recs:
+        if is_artificial(r.site) and id(r.site) not in by_id:
+            raise InvalidArgument(
+                "build",
+                f"recordings[{j}].site",
+                f"an artificial cell not given to build (point_processes): {r.site!r}",
+            )
+
     # The entry of each point process within its kind's group.
     by_kind: dict = {}
     entry_of = {}

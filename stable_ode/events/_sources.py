@@ -89,15 +89,15 @@ class ThresholdSources(AbstractNoCurrentGroup):
         return self._record(t0, states, cross, tc)
 
     def emit(self, states, rows, fired, t):
-        """`states` with spikes at times `t` (ms) of the sources `rows` where
-        `fired` (an artificial cell's `net_event`s, at the end of a step that
-        ends at `t`)."""
+        """`detect`'s result for spikes at times `t` (ms) of the sources `rows`
+        where `fired` (an artificial cell's `net_event`s, at the end of a step
+        that ends at `t`)."""
         n = self.index.shape[0]
         rows = jnp.where(rows >= 0, rows, n)  # -1 (no source): dropped
         cross = jnp.zeros((n,), bool).at[rows].set(fired, mode="drop")
         tc = jnp.zeros((n,), t.dtype).at[rows].set(t, mode="drop")
         t0 = jnp.min(jnp.where(cross, tc, jnp.inf))
-        return self._record(t0, states, cross, tc)[0]
+        return self._record(t0, states, cross, tc)
 
     def _record(self, t0, states, cross, tc):
         """`detect`'s result for spikes at `tc` of the sources where `cross`
@@ -174,6 +174,8 @@ class SpikeLog(AbstractNoCurrentGroup):
 class SpikeRecording(eqx.Module):
     """Record the times at which `site`'s voltage crosses `threshold` (mV,
     default 10, NEURON's) upwards under `name`: NEURON's `NetCon.record(vec)`.
+    `site` may also be an instance of an imported `ARTIFICIAL_CELL` given to
+    `build`: its spikes (`net_event`s) are recorded (`threshold` unused).
     `simulate` returns them in `Simulation.spikes[name]`. Up to `max_spikes`
     (default 1,000) are kept; more is reported (`RESULTS.event_overflow`)."""
 
@@ -183,11 +185,12 @@ class SpikeRecording(eqx.Module):
     max_spikes: int = 1000
 
     def __check_init__(self):
-        if not isinstance(self.site, Site):
+        if not (isinstance(self.site, Site) or is_artificial(self.site)):
             raise InvalidArgument(
                 "SpikeRecording",
                 "site",
-                f"must be a stable_ode.Site, got {self.site!r}",
+                "must be a stable_ode.Site or an imported ARTIFICIAL_CELL, got "
+                f"{self.site!r}",
             )
         check_number("SpikeRecording", "threshold", self.threshold)
         k = self.max_spikes

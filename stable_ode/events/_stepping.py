@@ -193,17 +193,19 @@ def _emit(model, y: State) -> State:
     if not firing:
         return y
     groups = list(y.groups)
-    src = next(
-        (k for k, g in enumerate(model.groups) if isinstance(g, ThresholdSources)),
-        None,
-    )
+    kinds = [type(g) for g in model.groups]
+    src = kinds.index(ThresholdSources) if ThresholdSources in kinds else None
+    log = kinds.index(SpikeLog) if SpikeLog in kinds else None
     for k in firing:
         g = model.groups[k]
         groups[k], fired, t = g.take_spikes(groups[k])
         rows = getattr(g, "fire_rows", None)
         if src is not None and rows is not None:
             sources = model.groups[src]
-            groups[src] = sources.emit(groups[src], rows, fired & (rows >= 0), t)
+            fired = fired & (rows >= 0)
+            groups[src], *found = sources.emit(groups[src], rows, fired, t)
+            if log is not None:  # the spikes recorded (`SpikeRecording`)
+                groups[log] = model.groups[log].write(groups[log], *found)
     return State(v=y.v, groups=group_states(groups))
 
 
