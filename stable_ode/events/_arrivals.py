@@ -151,6 +151,13 @@ def near(t):
     return NEAR_ULPS * jnp.finfo(t.dtype).eps * jnp.maximum(jnp.abs(t), 1.0)
 
 
+def just_before(t):
+    """The float before `t` (ms): the end of a delivery window that stops
+    short of `t`. A window's ends carry no derivative (arrivals carry theirs
+    in their age), and `nextafter` has none in JAX."""
+    return jnp.nextafter(jax.lax.stop_gradient(t), -jnp.inf)
+
+
 def first_after(t, after):
     """`(t, at)` over the event times `t` (ms; `inf` for none): the first
     after `after + near(after)` (`inf` if none; those up to there are

@@ -27,7 +27,7 @@ from jaxtyping import Array, Float, Int
 
 from .._group import AbstractStateGroup
 from ..mechanisms import AbstractKinetics, Environment
-from ._arrivals import Arrivals, CellArrivals, NETCON
+from ._arrivals import Arrivals, CellArrivals, just_before, NETCON
 
 
 _T_NONE = -1e-30  # "nothing delivered yet": just before t = 0
@@ -235,7 +235,7 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         return None
 
     def before_step(self, t0, t1, t_start, states, span):
-        t_done = jnp.maximum(states["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
+        t_done = jnp.maximum(states["t_delivered"][0], just_before(t_start))
         own = self.netcon_states
         out = dict(states)
         if self.in_step:  # (the onset of the arrivals at t0 from their NetCons'
@@ -259,9 +259,7 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         out = dict(
             _deliver(self.arrivals, states, t_done, t1, t1, span, False, self.jump, own)
         )
-        out["t_delivered"] = jnp.full_like(
-            states["t_delivered"], jnp.nextafter(t1, -jnp.inf)
-        )
+        out["t_delivered"] = jnp.full_like(states["t_delivered"], just_before(t1))
         if self.in_step:  # in the states now
             out |= {k: jnp.zeros_like(out[k]) for k in self.in_step_states}
         return self.with_current(v1, out, ions)

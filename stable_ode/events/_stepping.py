@@ -30,7 +30,7 @@ from .._results import RESULTS
 from .._solver._wrapped import AbstractWrappedSolver
 from .._state import group_states, State
 from .._term import membrane_term
-from ._arrivals import Arrivals, is_time
+from ._arrivals import Arrivals, is_time, just_before
 from ._groups import AbstractArrivalGroup, AbstractPointProcessGroup
 from ._sources import FIRE_N, SpikeLog, ThresholdSources
 
@@ -108,7 +108,7 @@ class EventSteps(AbstractWrappedSolver):
             cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
             if cell is None or ring0 is None:
                 return y
-            t_lo = jnp.maximum(x["t_delivered"][0], jnp.nextafter(t_start, -jnp.inf))
+            t_lo = jnp.maximum(x["t_delivered"][0], just_before(t_start))
             parts = [(t_lo, t0, t0, True, g.jump)]
             if g.in_step:  # the mean over the step of those inside it
                 parts.append((t_lo, t0, t0, True, g.onset_jump(t1 - t0)))

@@ -25,13 +25,14 @@ second reverse-mode compile and is not run.
 """
 
 import diffrax as dfx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from events_neuron import run
 
 import stable_ode as so
-from stable_ode.events._arrivals import CellArrivals, NONE
+from stable_ode.events._arrivals import CellArrivals, just_before, NONE
 from stable_ode.events._sources import SpikeLog, ThresholdSources
 from stable_ode.events._stepping import event_outcome
 
@@ -209,3 +210,13 @@ def test_bad_input():
         )
     with pytest.raises(ValueError, match="max_spikes"):
         so.SpikeRecording("x", A, max_spikes=0)
+
+
+def test_window_ends_carry_no_derivative():
+    """The delivery windows end just before a time (`nextafter`, which has no
+    derivative in JAX): differentiating through them is zero, not an error
+    (an adaptive solve's gradient of an artificial cell's recorded spike
+    times once failed there)."""
+    t = jnp.asarray(2.5)
+    assert just_before(t) < t and jnp.nextafter(just_before(t), jnp.inf) == t
+    assert jax.grad(just_before)(t) == 0.0
