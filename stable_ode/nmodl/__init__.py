@@ -47,19 +47,21 @@ def load_nmodl(
       Rosenbrock–Euler step of `RateEquation`, more accurate at a given dt.
       `cnexp` states always take the exact step, which is NEURON's.
 
-    **Returns:** a dict from each file's `SUFFIX` or `POINT_PROCESS` name to its
-    class. A density mechanism (`SUFFIX`) is an `AbstractMechanism` subclass
-    used like `HH`: `so.Insert(mechs["hh"](gnabar=0.1))`; a point process is
-    used like `stable_ode.events.ExpSyn`: `mechs["ExpSyn"](site, tau=2.0,
-    name="s")`, given to `build(..., point_processes=[...])` and targeted by
-    NetCons. Their fields are the file's `PARAMETER`s (NEURON's names and
+    **Returns:** a dict from each file's `SUFFIX`, `POINT_PROCESS` or
+    `ARTIFICIAL_CELL` name to its class. A density mechanism (`SUFFIX`) is an
+    `AbstractMechanism` subclass used like `HH`: `so.Insert(mechs["hh"](gnabar=0.1))`;
+    a point process is used like `stable_ode.events.ExpSyn`:
+    `mechs["ExpSyn"](site, tau=2.0, name="s")`, given to
+    `build(..., point_processes=[...])` and targeted by NetCons; an artificial
+    cell likewise, without a site, and it may be a NetCon's `source` (its
+    `net_event`s). Their fields are the file's `PARAMETER`s (NEURON's names and
     units; a Python keyword gets a trailing `_`); `cls.nmodl` holds the file,
     the generated source and each state's equation line.
 
     **Raises:** `NmodlError` (a `ValueError`) naming the file, the line and the
     construct for a file that is missing, does not parse, uses a construct
     that is not supported (VERBATIM, POINTER, arrays indexed at run time,
-    random numbers, `WATCH`, `net_event`, ...), or defines a name that
+    random numbers, `WATCH`, `FOR_NETCONS`, ...), or defines a name that
     another file already
     defines; `ImportError` if NEURON is not installed.
     """
@@ -71,10 +73,11 @@ def load_nmodl(
     for f in files:
         module = read_mod(f)
         if module.suffix in modules:
+            kind = "POINT_PROCESS" if module.point_process else "SUFFIX"
             raise NmodlError(
                 f,
                 module.lines.get("SUFFIX"),
-                "POINT_PROCESS" if module.point_process else "SUFFIX",
+                "ARTIFICIAL_CELL" if module.artificial else kind,
                 f"{module.suffix} is also defined in {where[module.suffix]}",
             )
         modules[module.suffix] = module
