@@ -7,6 +7,8 @@ import pathlib
 import numpy as np
 import pytest
 
+from stable_ode.nmodl import load_nmodl, NmodlError
+
 
 def neuron_share() -> pathlib.Path:
     import importlib.util
@@ -41,3 +43,29 @@ def run_fixed(h, vecs, secs, keep, t1, dt, celsius=6.3):
     for sec in secs:
         h.delete_section(sec=sec)
     return out
+
+
+def run_cvode(h, t1, events=()):
+    """NEURON's CVODE (rtol = atol = 1e-10, hh's rate tables off, 6.3 °C)
+    from -65 mV to `t1` ms, with NetCon events `(netcon, time)` queued after
+    `finitialize`; fixed steps again afterwards."""
+    cv = h.CVode()
+    h.usetable_hh, h.celsius = 0, 6.3
+    cv.active(1)
+    cv.rtol(1e-10)
+    cv.atol(1e-10)
+    h.finitialize(-65.0)
+    for nc, t in events:
+        nc.event(t)
+    cv.solve(t1)
+    cv.active(0)
+
+
+def assert_load_error(path, text, construct, line, words):
+    """Writing `text` to `path` and loading it is one `NmodlError` naming
+    `construct` at `line`, whose message holds `words`."""
+    path.write_text(text)
+    with pytest.raises(NmodlError) as e:
+        load_nmodl(path)
+    assert (e.value.construct, e.value.line) == (construct, line), str(e.value)
+    assert words in str(e.value)

@@ -15,10 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import DEMO
+from conftest import assert_load_error, DEMO, run_cvode
 
 import stable_ode as so
-from stable_ode.nmodl import load_nmodl, NmodlError
+from stable_ode.nmodl import load_nmodl
 
 
 T1, DT = 20.0, 0.025
@@ -95,16 +95,7 @@ def test_against_cvode(interval_fire, neuron_mechanisms):
     for _, w in INPUTS:
         ins.append(h.NetCon(None, art))
         ins[-1].weight[0] = w
-    cv = h.CVode()
-    h.usetable_hh, h.celsius = 0, 6.3
-    cv.active(1)
-    cv.rtol(1e-10)
-    cv.atol(1e-10)
-    h.finitialize(-65.0)
-    for nc, (t, _) in zip(ins, INPUTS):
-        nc.event(t)
-    cv.solve(T1)
-    cv.active(0)
+    run_cvode(h, T1, [(nc, t) for nc, (t, _) in zip(ins, INPUTS)])
     theirs = {"v": sec(0.5).v, "g": syn.g, "m": art.m}
     times = np.array(spikes)
     del ins, out_nc, art, syn
@@ -175,12 +166,7 @@ ASSIGNED { m }
     ],
 )
 def test_errors(tmp_path, body, construct, line, words):
-    path = tmp_path / "a.mod"
-    path.write_text(HEAD + body)
-    with pytest.raises(NmodlError) as e:
-        load_nmodl(path)
-    assert (e.value.construct, e.value.line) == (construct, line), str(e.value)
-    assert words in str(e.value)
+    assert_load_error(tmp_path / "a.mod", HEAD + body, construct, line, words)
 
 
 def test_netcon_from_an_artificial_cell_not_built(interval_fire):

@@ -22,10 +22,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import MODFILE
+from conftest import assert_load_error, MODFILE, run_fixed
 
 import stable_ode as so
-from stable_ode.nmodl import load_nmodl, NmodlError
+from stable_ode.nmodl import load_nmodl
 
 
 T1, DT = 12.0, 0.025
@@ -97,12 +97,8 @@ def test_against_neuron(runs):
     rec = {"c": sec(0.5)._ref_v, "c.i": vc._ref_i, "c.vc": vc._ref_vc}
     rec["c.ic"] = ic._ref_i
     vecs = {k: h.Vector().record(x) for k, x in rec.items()}
-    h.usetable_hh, h.secondorder, h.dt, h.celsius = 0, 0, DT, 6.3
-    h.CVode().active(0)
-    h.finitialize(-65.0)
-    for _ in range(round(T1 / DT)):
-        h.fadvance()
-    theirs = {k: np.array(x) for k, x in vecs.items()}
+    h.usetable_hh = 0
+    theirs = run_fixed(h, vecs, [sec], [vc, ic], T1, DT)
     del vc, ic, sec, vecs
     ours = runs["imported", "BackwardEuler"]
     assert np.max(np.abs(theirs["c.i"])) > 10
@@ -209,21 +205,12 @@ INITIAL { g = 0 }
     ],
 )
 def test_clock_errors(tmp_path, body, construct, line, words):
-    path = tmp_path / "p.mod"
-    path.write_text(HEAD + body)
-    with pytest.raises(NmodlError) as e:
-        load_nmodl(path)
-    assert (e.value.construct, e.value.line) == (construct, line), str(e.value)
-    assert words in str(e.value)
+    assert_load_error(tmp_path / "p.mod", HEAD + body, construct, line, words)
 
 
 def test_electrode_current_in_a_suffix_file_is_an_error(tmp_path):
-    path = tmp_path / "m.mod"
-    path.write_text(
+    text = (
         "NEURON { SUFFIX m\n ELECTRODE_CURRENT i }\nASSIGNED { i (mA/cm2) }\n"
         "BREAKPOINT { i = 0 }\n"
     )
-    with pytest.raises(NmodlError) as e:
-        load_nmodl(path)
-    assert (e.value.construct, e.value.line) == ("ELECTRODE_CURRENT", 2)
-    assert "SUFFIX file" in str(e.value)
+    assert_load_error(tmp_path / "m.mod", text, "ELECTRODE_CURRENT", 2, "SUFFIX file")

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import MODFILE, OWN
+from conftest import assert_load_error, MODFILE, OWN
 from helpers import finite_difference_grad
 
 import stable_ode as so
@@ -149,12 +149,7 @@ def test_unsupported_net_receive(tmp_path, body, construct, line, words):
     """What a NET_RECEIVE may not do. (One that reads the states, tests
     `flag` or sends self-events runs in turn at each event:
     `test_self_events.py`.)"""
-    path = tmp_path / "p.mod"
-    path.write_text(NET + body)
-    with pytest.raises(NmodlError) as e:
-        load_nmodl(path)
-    assert (e.value.construct, e.value.line) == (construct, line), str(e.value)
-    assert words in str(e.value)
+    assert_load_error(tmp_path / "p.mod", NET + body, construct, line, words)
 
 
 @pytest.mark.parametrize("where", ["INITIAL", "PROCEDURE"])

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import OWN
+from conftest import OWN, run_cvode
 from helpers import finite_difference_grad
 
 import stable_ode as so
@@ -65,22 +65,6 @@ def _last(out):
 CTL = dfx.PIDController(rtol=1e-9, atol=1e-9)
 
 
-def _cvode(h, t1, events=()):
-    """NEURON's CVODE (rtol = atol = 1e-10, hh's rate tables off, 6.3 °C)
-    from -65 mV to `t1` ms, with NetCon events `(netcon, time)` queued after
-    `finitialize`; fixed steps again afterwards."""
-    cv = h.CVode()
-    h.usetable_hh, h.celsius = 0, 6.3
-    cv.active(1)
-    cv.rtol(1e-10)
-    cv.atol(1e-10)
-    h.finitialize(-65.0)
-    for nc, t in events:
-        nc.event(t)
-    cv.solve(t1)
-    cv.active(0)
-
-
 @pytest.mark.neuron
 def test_pulse_synapse_against_cvode(pulse_syn, neuron_mechanisms):
     h = neuron_mechanisms
@@ -97,7 +81,7 @@ def test_pulse_synapse_against_cvode(pulse_syn, neuron_mechanisms):
         ncs.append(h.NetCon(None, syn))
         ncs[-1].weight[0] = w
     events = [(nc, t + d) for nc, (times, d, _) in zip(ncs, NETCONS) for t in times]
-    _cvode(h, T1, events)
+    run_cvode(h, T1, events)
     theirs = [sec(0.5).v, syn.Ron, syn.Roff, syn.synon]
     del ncs, syn
     h.delete_section(sec=sec)
@@ -134,7 +118,7 @@ def test_pulse_train_against_cvode(neuron_mechanisms):
     for k, x in par.items():
         setattr(pp, k, x)
     vmax = h.Vector().record(sec(0.5)._ref_v)
-    _cvode(h, 6.0)
+    run_cvode(h, 6.0)
     theirs = [sec(0.5).v, pp.count]
     peak = max(vmax)
     del pp, vmax
