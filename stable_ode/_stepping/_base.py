@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._group import uses_ions
 from .._ion_table import reads_current
 from .._model import MembraneModel, State
 from .._recordings import Recordings
@@ -35,7 +36,9 @@ class Recorder(eqx.Module):
     # point-process and mechanism variables `(group, variable, entry)`, after
     # `index` (events; states, or RANGE variables computed from `args`)
     points: tuple[tuple[int, str, int], ...] = eqx.field(static=True, default=())
-    ranges: bool = eqx.field(static=True, default=False)  # some point is a RANGE
+    # some point is a RANGE variable, or a point process's value computed from
+    # the voltage (`derived`)
+    ranges: bool = eqx.field(static=True, default=False)
 
     @property
     def needs_model(self) -> bool:
@@ -48,12 +51,13 @@ class Recorder(eqx.Module):
         points = model.layout.point_recordings
         if not recs and not points:
             return Recorder(None, None)
+        derived = any(var in _derived(model, g) for _, g, var, _ in points)
         return Recorder(
             tuple(int(i) for _, i in recs),
             tuple(str(name) for name, _ in recs) + tuple(p[0] for p in points),
             tuple(model.layout.recording_variables),
             tuple((g, var, entry) for _, g, var, entry in points),
-            bool(model.layout.range_recordings),
+            bool(model.layout.range_recordings) or derived,
         )
 
     def __call__(self, t, y, args):
@@ -117,15 +121,33 @@ def _gather_by(keys, index, values):
     return cols[np.argsort(np.asarray(positions, np.int32)).astype(np.int32)]
 
 
+def _derived(model, g: int) -> tuple[str, ...]:
+    """The variables point-process group `g` of `model` computes from the
+    voltage at each instant (`AbstractPointProcessGroup.derived`); `()` for a
+    mechanism."""
+    derived = getattr(model.groups[g], "derived", None)
+    return derived() if derived is not None else ()
+
+
 def _points(y, points, model=None):
     """The point-process and mechanism variables `points` (`(group, variable,
     entry)`) of state `y`, in order (events), one gather per group and variable;
     a mechanism's `RANGE` variable (one that is not a state) from `model` (the
     solve's `args`; `None` when no RANGE variable is recorded), its
-    `range_variables` evaluated once per group."""
+    `range_variables` evaluated once per group; a point process's value
+    computed from the voltage (a clamp's `i`) at `y` from `model`, so that a
+    sample between step ends agrees with the sampled voltage."""
     keys = [(g, var) for g, var, _ in points]
     entries = [entry for _, _, entry in points]
-    ranges = {}
+    ranges, derived = {}, {}
+
+    def derived_value(g, var):
+        if g not in derived:
+            group = model.groups[g]
+            # the ions as the event stepping gives them (`EventSteps.step`)
+            ions = model.ion_views(y.v, y.groups) if uses_ions(group) else None
+            derived[g] = group.with_current(y.v, y.groups[g], ions)
+        return derived[g][var]
 
     def range_value(g, var):
         if g not in ranges:
@@ -143,6 +165,8 @@ def _points(y, points, model=None):
     def values(key):
         g, var = key
         states = y.groups[g]
+        if isinstance(model, MembraneModel) and var in _derived(model, g):
+            return derived_value(g, var)
         if var in states:
             return states[var]
         mechanism = isinstance(model, MembraneModel) and g < len(model.mechanisms)

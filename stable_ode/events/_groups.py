@@ -98,6 +98,22 @@ class AbstractPointProcessGroup(AbstractStateGroup):
         discontinuous: adaptive steps land on them."""
         return jnp.zeros((0,), dtype)
 
+    def with_current(self, v, states, ions=None):
+        """`states` with the recorded values (`derived`) at voltages `v` (mV,
+        all compartments); `ions`: the model's ions there (`{name:
+        IonView}`), for a group that uses them. (None by default.)"""
+        del v, ions
+        return states
+
+    def derived(self) -> tuple[str, ...]:
+        """The recordable variables that `with_current` computes from the
+        voltage and the states at one instant (a synapse's or a clamp's
+        `i`). A sample between two step ends records them from the states
+        interpolated there (`stable_ode._stepping._base.Recorder`), so that
+        they agree with the sampled voltage, rather than interpolating them
+        on their own."""
+        return ()
+
 
 class AbstractNoCurrentGroup(AbstractPointProcessGroup):
     """Point-process states with no current of their own (held through each
@@ -263,14 +279,6 @@ class AbstractArrivalGroup(AbstractPointProcessGroup):
         if self.in_step:  # in the states now
             out |= {k: jnp.zeros_like(out[k]) for k in self.in_step_states}
         return self.with_current(v1, out, ions)
-
-    def with_current(self, v, states, ions=None):
-        """`states` with their recorded current at voltages `v` (mV, all
-        compartments), if the group records one (none by default); `ions`:
-        the model's ions there (`{name: IonView}`), for a group that uses
-        them."""
-        del v, ions
-        return states
 
     def jump_times(self, dtype):
         if self.arrivals is None:

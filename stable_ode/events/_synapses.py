@@ -61,6 +61,9 @@ class ExpSynGroup(AbstractArrivalGroup):
         del ions
         return {**states, "i": self.current(None, v, states)}
 
+    def derived(self):
+        return ("i",)
+
 
 def _exp2_taus(tau1, tau2):
     """NEURON's INITIAL block of `exp2syn.mod`: the effective `tau1` and the
@@ -132,3 +135,6 @@ class Exp2SynGroup(AbstractArrivalGroup):
     def with_current(self, v, states, ions=None):
         del ions
         return {**states, "i": self.current(None, v, states)}
+
+    def derived(self):
+        return ("i",)

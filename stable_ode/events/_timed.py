@@ -103,9 +103,15 @@ class SEClampGroup(AbstractClampGroup):
         return {**states, "vc": vc, "on": on}
 
     def after_step(self, t0, t1, v1, states, span, ions=None):
-        del t0, t1, span, ions
-        i = states["on"] * (states["vc"] - v1[self.index]) / self.rs
-        return {**states, "i": i}
+        del t0, t1, span
+        return self.with_current(v1, states, ions)
+
+    def with_current(self, v, states, ions=None):
+        del ions
+        return {**states, "i": states["on"] * (states["vc"] - v[self.index]) / self.rs}
+
+    def derived(self):
+        return ("i",)
 
     def sample_inputs(self, t, states):
         vc, on = self.level(t)

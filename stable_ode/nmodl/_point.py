@@ -243,6 +243,9 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
             self.spec.ns["after_solve"](m)
         return states | {x: _runtime.as_n(getattr(m, py(x)), vi) for x in names}
 
+    def derived(self):
+        return tuple(self.spec.recorded)
+
     # -- the clock (`_clock`): `t` at the step's middle, as NEURON's fixed step
 
     def before_step(self, t0, t1, t_start, states, span):

@@ -45,20 +45,35 @@ def run_fixed(h, vecs, secs, keep, t1, dt, celsius=6.3):
     return out
 
 
-def run_cvode(h, t1, events=()):
-    """NEURON's CVODE (rtol = atol = 1e-10, hh's rate tables off, 6.3 °C)
+def run_cvode(h, t1, events=(), refs=None, dt=None):
+    """NEURON's CVODE (rtol = atol = 1e-10, hh's rate tables off, 6.3 °C,
+    `condition_order(2)`: threshold crossings interpolated within its step)
     from -65 mV to `t1` ms, with NetCon events `(netcon, time)` queued after
-    `finitialize`; fixed steps again afterwards."""
+    `finitialize`; fixed steps again afterwards. With `refs` (name ->
+    NEURON pointer, `sec(0.5)._ref_v`), their values at every multiple of
+    `dt` (CVODE's own interpolation, `CVode.solve` to each): `{name: array}`."""
     cv = h.CVode()
     h.usetable_hh, h.celsius = 0, 6.3
     cv.active(1)
     cv.rtol(1e-10)
     cv.atol(1e-10)
+    order = cv.condition_order()
+    cv.condition_order(2)
     h.finitialize(-65.0)
     for nc, t in events:
         nc.event(t)
-    cv.solve(t1)
+    out = None
+    if refs is None:
+        cv.solve(t1)
+    else:
+        rows = [[r[0] for r in refs.values()]]
+        for k in range(1, round(t1 / dt) + 1):
+            cv.solve(k * dt)
+            rows.append([r[0] for r in refs.values()])
+        out = dict(zip(refs, np.array(rows).T))
+    cv.condition_order(order)
     cv.active(0)
+    return out
 
 
 def assert_load_error(path, text, construct, line, words):
