@@ -42,6 +42,19 @@ def _exprs(s):
     return []
 
 
+def statement_reads(s, fx) -> set[str]:
+    """The names statement `s` reads, with those the callables it calls read
+    (`fx`: `effects(module)`)."""
+    names: set[str] = set()
+    for e in _exprs(s):
+        names |= names_in(e)
+        for fn in calls_in(e) & set(fx):
+            names |= fx[fn][0]
+    if isinstance(s, ir.CallStmt) and s.fn in fx:
+        names |= fx[s.fn][0]
+    return names
+
+
 def walk(body):
     for s in body:
         yield s

@@ -4,7 +4,15 @@
 `BREAKPOINT` a recording may name."""
 
 from . import _ir as ir
-from ._analysis import _exprs, calls_in, effects, names_in, StateDependence, walk
+from ._analysis import (
+    _exprs,
+    calls_in,
+    effects,
+    names_in,
+    StateDependence,
+    statement_reads,
+    walk,
+)
 from ._errors import NmodlError
 
 
@@ -273,14 +281,7 @@ def breakpoint_values(module: ir.Module, held) -> tuple[str, ...]:
         return ()
     body = list(walk(bp.body))
     fx = effects(module)
-    reads = set()
-    for q in body:
-        for e in _exprs(q):
-            reads |= names_in(e)
-            for fn in calls_in(e) & set(fx):
-                reads |= fx[fn][0]
-        if isinstance(q, ir.CallStmt) and q.fn in fx:
-            reads |= fx[q.fn][0]
+    reads = set().union(*(statement_reads(q, fx) for q in body))
     if {"diam", "area"} & reads:
         return ()
     out = set()

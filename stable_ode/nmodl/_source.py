@@ -4,12 +4,12 @@ BREAKPOINT, as plain functions of a `Vars` record `m`."""
 
 from . import _ir as ir
 from ._analysis import (
-    _exprs,
     calls_in,
     effects,
     expand,
     names_in,
     StateDependence,
+    statement_reads,
     walk,
 )
 from ._clock import clock_times_code
@@ -141,14 +141,7 @@ class Source(ReadChecks):
             blocks += [b for b in (mod.initial, mod.breakpoint) if b is not None]
         for blk in blocks:
             for q in walk(blk.body):
-                names = set()
-                for e in _exprs(q):
-                    names |= names_in(e)
-                    for c in calls_in(e) & set(self.fx):
-                        names |= self.fx[c][0]
-                if isinstance(q, ir.CallStmt) and q.fn in self.fx:
-                    names |= self.fx[q.fn][0]
-                if "t" in names:
+                if "t" in statement_reads(q, self.fx):
                     where = (
                         f"{blk.kind} {blk.name}'s rates (kinetics are evaluated "
                         "for a frozen time)"
@@ -294,7 +287,6 @@ class Source(ReadChecks):
     def direct_only(self, q: ir.DiffEq, dep: StateDependence) -> bool:
         """Whether `q`'s right-hand side depends on its state only directly
         (not through variables computed from it, nor through a function)."""
-        from ._analysis import names_in
 
         for n in names_in(q.rhs) - {q.state}:
             if q.state in dep.deps.get(n, set()):
