@@ -66,6 +66,27 @@ def test_off_grid_arrival_lands_an_adaptive_step():
     assert np.max(np.abs(v - v_fine)) < 2e-3
 
 
+def test_recorded_current_agrees_with_the_sampled_voltage():
+    """A synapse's recorded `i` is `g·(v - e)` at every sample, between step
+    ends too (computed from the interpolated states, not interpolated on its
+    own), in adaptive steps of `CrankNicolson` (cubic Hermite samples), for
+    `ExpSyn` and `Exp2Syn`."""
+    ctl = dfx.PIDController(rtol=1e-5, atol=1e-5)
+    syns = [so.ExpSyn(SITE, tau=2.0, e=0.0, name="a"),
+            so.Exp2Syn(SITE, tau1=0.5, tau2=3.0, e=-10.0, name="b")]  # fmt: skip
+    ncs = [so.NetCon(so.SpikeTimes([0.51, 1.7]), s, weight=0.01) for s in syns]
+    rec = [so.Recording("v", SITE)]
+    rec += [so.PointRecording(f"{s.name}.{k}", s, k) for s in syns for k in "gi"]
+    model = so.build([CELL], point_processes=syns, netcons=ncs, recordings=rec)
+    out = so.simulate(model, 4.0, DT, solver=so.CrankNicolson(), controller=ctl)
+    r = {k: np.asarray(x) for k, x in out.recordings.items()}
+    assert int(out.stats["num_accepted"]) < len(r["v"]) / 2, "samples inside steps"
+    for name, e in (("a", 0.0), ("b", -10.0)):
+        assert np.max(r[f"{name}.g"]) > 0.005
+        want = r[f"{name}.g"] * (r["v"] - e)
+        np.testing.assert_allclose(r[f"{name}.i"], want, rtol=1e-12, atol=1e-15)
+
+
 def test_many_arrivals_in_one_step():
     """300 arrivals, up to ~16 in one step, at random times: every one delivered."""
     rng = np.random.default_rng(0)
