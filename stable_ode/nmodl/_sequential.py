@@ -53,7 +53,16 @@ from ..mechanisms import AbstractKinetics
 from . import _runtime
 from ._codegen import fire_names, move_names, py, send_names
 from ._point import AbstractNmodlPointGroup
-from ._queue import EMPTY, enqueue, LAST, move, queue_keys
+from ._queue import (
+    add_rows,
+    EMPTY,
+    enqueue,
+    LAST,
+    move,
+    put_rows,
+    queue_keys,
+    take_rows,
+)
 
 
 DV = "@dv"
@@ -81,13 +90,12 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
             out |= {FIRE_T: jnp.full_like(z, NONE), FIRE_N: z}
         if self.spec.n_initial_sends:  # INITIAL's self-events: of no NetCon
             m = self._initial(model, v, ions)
-            rows = jnp.arange(z.shape[0], dtype=jnp.int32)
             none = jnp.full(z.shape, -1, jnp.int32)
             full = jnp.asarray(False)
             for k in range(self.spec.n_initial_sends):
                 sent, t, f = (getattr(m, x) for x in send_names(k))
                 sent = _runtime.as_n(sent, z) != 0
-                out, b = enqueue(out, self.queue_slots, rows, sent, t, f, none, z)
+                out, b = enqueue(out, self.queue_slots, None, sent, t, f, none, z)
                 full = full | b
             out = {k: jnp.where(full, jnp.nan, x) for k, x in out.items()}
         return out
@@ -197,8 +205,6 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         """Every instance's due self-events, earliest first: `queue_slots`
         rounds, each running each instance's earliest due event (vectorised
         over the instances)."""
-        n = states["t_delivered"].shape[0]
-        rows = jnp.arange(n, dtype=jnp.int32)
 
         def round_(carry, _):
             states, bad = carry
@@ -217,7 +223,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
             states = dict(states)
             for j, (tk, _, _) in enumerate(keys):  # taken out before it runs
                 states[tk] = jnp.where(pick[:, j], EMPTY, states[tk])
-            states, b = self._run(ctx, states, rows, src, te, flag, on)
+            states, b = self._run(ctx, states, None, src, te, flag, on)
             return (states, bad | b), None
 
         (states, bad), _ = jax.lax.scan(
@@ -245,12 +251,13 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         return states, bad
 
     def _run(self, ctx, states, rows, src, t, flag, on):
-        """NET_RECEIVE for the events at instances `rows` (`(k,)`, distinct)
+        """NET_RECEIVE for the events at instances `rows` (`(k,)`, distinct;
+        `None`: one event at every instance, `(n,)`)
         from NetCons `src` at times `t` with flags `flag` (`None`: 0) where
         `on`: `(states, overflow)`."""
         sp = self.spec
         held = (*sp.module.states, *sp.counters)
-        own = {x: states[x][rows] for x in held}
+        own = {x: take_rows(states[x], rows) for x in held}
         # `src` -1: a self-event that INITIAL sent, of no NetCon (weight 0)
         some = src >= 0
         at_src = jnp.maximum(src, 0)
@@ -258,7 +265,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
             a: jnp.where(some, ctx.vector(states, a)[at_src], 0.0) for a in sp.vector
         }
         w = jnp.where(some, ctx.weight[at_src], 0.0)
-        v = ctx.v[rows]
+        v = take_rows(ctx.v, rows)
 
         def at(x):
             return self._vars(
@@ -282,11 +289,11 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         rate1, i1 = self._rates(at(after), after, v)
         after = {x: y - shift * rate1[x] if x in rate1 else y for x, y in after.items()}
         # the voltage's rate jumps with the current: -1e-3·Δi/(C·area) mV/ms
-        dv = jnp.where(on, shift * 1e-3 * (i1 - i0) / ctx.charge[rows], 0.0)
+        dv = jnp.where(on, shift * 1e-3 * (i1 - i0) / take_rows(ctx.charge, rows), 0.0)
         out = dict(states)
-        out[DV] = out[DV].at[rows].add(dv)
+        out[DV] = add_rows(out[DV], rows, dv)
         for x in held:
-            out[x] = out[x].at[rows].set(jnp.where(on, after[x], own[x]))
+            out[x] = put_rows(out[x], rows, jnp.where(on, after[x], own[x]))
         for a in sp.vector:
             new = _runtime.as_n(getattr(lv, py(a)), w)
             out = ctx.set_vector(out, a, jnp.where(on, src, -1), new)
@@ -305,10 +312,9 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
             fired, tf = (getattr(m, x) for x in fire_names(k))
             fired = on & (_runtime.as_n(fired, w) != 0)
             tf = _runtime.as_n(tf, w).astype(out[FIRE_T].dtype)
-            out[FIRE_T] = (
-                out[FIRE_T].at[rows].set(jnp.where(fired, tf, out[FIRE_T][rows]))
-            )
-            out[FIRE_N] = out[FIRE_N].at[rows].add(fired.astype(out[FIRE_N].dtype))
+            old = take_rows(out[FIRE_T], rows)
+            out[FIRE_T] = put_rows(out[FIRE_T], rows, jnp.where(fired, tf, old))
+            out[FIRE_N] = add_rows(out[FIRE_N], rows, fired)
         return out, bad
 
     def _rates(self, m, x, v):
@@ -350,13 +356,15 @@ class _Context:
         self.weight = jnp.concatenate(parts) if parts else jnp.zeros((1,), v.dtype)
 
     def params(self, rows):
-        return {f: x[rows] for f, x in self.group.params.items()}
+        return {f: take_rows(x, rows) for f, x in self.group.params.items()}
 
     def geometry(self, rows):
-        return dict(diam=self.diam[rows], area=self.area[rows])
+        return dict(diam=take_rows(self.diam, rows), area=take_rows(self.area, rows))
 
     def ion_rows(self, rows):
-        return None if self.ions is None else {k: x[rows] for k, x in self.ions.items()}
+        if self.ions is None:
+            return None
+        return {k: take_rows(x, rows) for k, x in self.ions.items()}
 
     def vector(self, states, a):
         parts = [states[p + a] for p in (NETCON, CELL_NETCON) if p + a in states]
