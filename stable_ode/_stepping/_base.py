@@ -36,14 +36,15 @@ class Recorder(eqx.Module):
     # point-process and mechanism variables `(group, variable, entry)`, after
     # `index` (events; states, or RANGE variables computed from `args`)
     points: tuple[tuple[int, str, int], ...] = eqx.field(static=True, default=())
-    # some point is a RANGE variable, or a point process's value computed from
-    # the voltage (`derived`)
-    ranges: bool = eqx.field(static=True, default=False)
+    # some point is computed from the model: a RANGE variable, or a point
+    # process's value at the voltage (`derived`)
+    computed: bool = eqx.field(static=True, default=False)
 
     @property
     def needs_model(self) -> bool:
-        """Whether the solve's `args` must be the model (ion or RANGE variables)."""
-        return bool(self.variables) or self.ranges
+        """Whether the solve's `args` must be the model (ion, RANGE or
+        `derived` variables)."""
+        return bool(self.variables) or self.computed
 
     @staticmethod
     def of(model: MembraneModel) -> "Recorder":
