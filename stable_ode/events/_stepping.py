@@ -201,8 +201,7 @@ def _emit(model, y: State) -> State:
         groups[k], fired, t = g.take_spikes(groups[k])
         rows = getattr(g, "fire_rows", None)
         if src is not None and rows is not None:
-            sources = model.groups[src]
-            fired = fired & (rows >= 0)
+            sources = model.groups[src]  # (`emit` drops rows -1: no source)
             groups[src], *found = sources.emit(groups[src], rows, fired, t)
             if log is not None:  # the spikes recorded (`SpikeRecording`)
                 groups[log] = model.groups[log].write(groups[log], *found)

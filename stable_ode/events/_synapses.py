@@ -13,7 +13,25 @@ from ._arrivals import Arrivals, CellArrivals
 from ._groups import _T_NONE, AbstractArrivalGroup, Held
 
 
-class ExpSynGroup(AbstractArrivalGroup):
+class AbstractBuiltinSynapse(AbstractArrivalGroup):
+    """What `ExpSyn` and `Exp2Syn` share: NetCons from threshold sources
+    (`cell`), and the recorded current `i = g·(v - e)` (nA), computed from
+    the voltage and the states at each instant."""
+
+    cell: eqx.AbstractVar[CellArrivals | None]
+
+    def cell_arrivals(self):
+        return self.cell
+
+    def with_current(self, v, states, ions=None):
+        del ions
+        return {**states, "i": self.current(None, v, states)}
+
+    def derived(self):
+        return ("i",)
+
+
+class ExpSynGroup(AbstractBuiltinSynapse):
     """`ExpSyn`s, vectorised (`tau` ms, `e` mV: shape `(n,)`); states `g`
     (µS) and `i` (nA, `g·(v - e)` at the step's end)."""
 
@@ -54,16 +72,6 @@ class ExpSynGroup(AbstractArrivalGroup):
         z = jnp.zeros_like(self.tau)
         return {"g": z, "t_delivered": jnp.full_like(z, _T_NONE), "i": z, "x": z}
 
-    def cell_arrivals(self):
-        return self.cell
-
-    def with_current(self, v, states, ions=None):
-        del ions
-        return {**states, "i": self.current(None, v, states)}
-
-    def derived(self):
-        return ("i",)
-
 
 def _exp2_taus(tau1, tau2):
     """NEURON's INITIAL block of `exp2syn.mod`: the effective `tau1` and the
@@ -75,7 +83,7 @@ def _exp2_taus(tau1, tau2):
     return tau1, factor
 
 
-class Exp2SynGroup(AbstractArrivalGroup):
+class Exp2SynGroup(AbstractBuiltinSynapse):
     """`Exp2Syn`s, vectorised (`tau1`, `tau2` ms, `e` mV); states `A`, `B`
     (µS), `g = B - A`, `i` (nA, `g·(v - e)` at the step's end)."""
 
@@ -128,13 +136,3 @@ class Exp2SynGroup(AbstractArrivalGroup):
         z = jnp.zeros_like(self.tau2)
         t = jnp.full_like(z, _T_NONE)
         return {"A": z, "B": z, "t_delivered": t, "i": z, "x": z}
-
-    def cell_arrivals(self):
-        return self.cell
-
-    def with_current(self, v, states, ions=None):
-        del ions
-        return {**states, "i": self.current(None, v, states)}
-
-    def derived(self):
-        return ("i",)

@@ -82,10 +82,9 @@ def test_imported_equals_builtin(runs, solver):
         assert err < 1e-12, k
 
 
-def test_against_neuron(runs):
-    """NEURON's own IClamp and SEClamp, compiled from these files."""
-    from neuron import h
-
+def _neuron_clamps(h):
+    """`_model`'s compartment and clamps in NEURON: `(section, SEClamp,
+    IClamp)`."""
     sec = h.Section(name="clamp_soma")
     sec.L = sec.diam = 20.0
     sec.insert("hh")
@@ -94,6 +93,14 @@ def test_against_neuron(runs):
     for k, x in LEVELS.items():
         setattr(vc, k, x)
     ic.delay, ic.dur, ic.amp = 8.0, 2.0, 1.0
+    return sec, vc, ic
+
+
+def test_against_neuron(runs):
+    """NEURON's own IClamp and SEClamp, compiled from these files."""
+    from neuron import h
+
+    sec, vc, ic = _neuron_clamps(h)
     rec = {"c": sec(0.5)._ref_v, "c.i": vc._ref_i, "c.vc": vc._ref_vc}
     rec["c.ic"] = ic._ref_i
     vecs = {k: h.Vector().record(x) for k, x in rec.items()}
@@ -132,14 +139,7 @@ def test_converged_against_cvode(imported, neuron_mechanisms):
     fired = np.asarray(out.spikes["spikes"])
     fired = fired[np.isfinite(fired)]
 
-    sec = h.Section(name="clamp_soma")
-    sec.L = sec.diam = 20.0
-    sec.insert("hh")
-    vc, ic = h.SEClamp(sec(0.5)), h.IClamp(sec(0.5))
-    vc.rs = 0.5
-    for k, x in LEVELS.items():
-        setattr(vc, k, x)
-    ic.delay, ic.dur, ic.amp = 8.0, 2.0, 1.0
+    sec, vc, ic = _neuron_clamps(h)
     nc = h.NetCon(sec(0.5)._ref_v, None, sec=sec)
     nc.threshold = 0.0
     spikes = h.Vector()
