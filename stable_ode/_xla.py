@@ -5,6 +5,7 @@ import os
 
 _FLAG = "--xla_backend_extra_options"
 _KEY = "xla_cpu_small_while_loop_byte_threshold"
+_DEFAULT_BYTES = 1024  # XLA:CPU's own
 
 
 def _with_small_loop_bytes(flags: str, max_bytes: int) -> str:
@@ -25,6 +26,24 @@ def _with_small_loop_bytes(flags: str, max_bytes: int) -> str:
     if not found:
         out.append(f"{_FLAG}={_KEY}={max_bytes}")
     return " ".join(out)
+
+
+def small_loop_bytes() -> int:
+    """XLA:CPU's small-loop threshold in this process, bytes: the value of
+    `xla_cpu_small_while_loop_byte_threshold` in `XLA_FLAGS` (which
+    `set_cpu_small_loop_bytes` writes), else XLA's default, 1,024. Read when a
+    solve is traced, to choose between algorithms whose speed depends on it."""
+    value = _DEFAULT_BYTES
+    for part in os.environ.get("XLA_FLAGS", "").split():
+        if part.startswith(_FLAG + "="):
+            for option in part[len(_FLAG) + 1 :].split(","):
+                key, _, number = option.partition("=")
+                if key == _KEY:
+                    try:
+                        value = int(number)
+                    except ValueError:
+                        pass  # XLA refuses it when it starts; nothing to choose by
+    return value
 
 
 def _backends_initialised() -> bool:

@@ -20,3 +20,4 @@ from .operator import TreeLinearOperator as TreeLinearOperator
 from .plan import tree_plan as tree_plan, TreePlan as TreePlan
 from .schedule import centred_forest as centred_forest, hines_schedule as hines_schedule
 from .sequential import SequentialTreeSolver as SequentialTreeSolver
+from .thomas import Thomas as Thomas

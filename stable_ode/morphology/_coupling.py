@@ -94,11 +94,22 @@ class TridiagonalCoupling(AbstractCoupling):
     def default_solver(self):
         """`lx.Tridiagonal()` (LAPACK `gtsv`, cuSPARSE on CUDA GPUs); on a TPU,
         where JAX's tridiagonal solve is a loop over the rows,
-        `CyclicReduction()` (`stable_ode._linear.cyclic`)."""
-        if jax.default_backend() == "tpu":
+        `CyclicReduction()` (`stable_ode._linear.cyclic`); on the CPU, for a
+        short cable under a raised small-loop threshold
+        (`set_cpu_small_loop_bytes`), `Thomas()` (`stable_ode._linear.thomas`:
+        the same elimination without a library call, so that XLA can compile
+        the step loop into one function)."""
+        backend = jax.default_backend()
+        if backend == "tpu":
             from .._linear.cyclic import CyclicReduction
 
             return CyclicReduction()
+        if backend == "cpu":
+            from .._linear.thomas import Thomas, use_thomas
+            from .._xla import small_loop_bytes
+
+            if use_thomas(self.g.shape[0] + 1, self.g.dtype, small_loop_bytes()):
+                return Thomas()
         return lx.Tridiagonal()
 
 

@@ -49,6 +49,7 @@ def test_cyclic_reduction_equals_gtsv(n, symmetric):
 
 
 def test_cable_solver_is_cyclic_reduction_on_tpu_only(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)  # the CPU's: gtsv, not Thomas
     coupling = TridiagonalCoupling(g=jnp.ones(3), order=None, inverse_order=None)
     assert type(coupling.default_solver()) is lx.Tridiagonal
     monkeypatch.setattr(jax, "default_backend", lambda: "tpu")

@@ -98,12 +98,16 @@ def test_run_subprocess_writes_npz_plot_and_progress(tmp_path):
     assert 0 < stats["wall_s"] < stats["wall_s"] + stats["compile_s"]
     assert stats["result"] == "successful"
     assert png.read_bytes()[:8] == PNG
-    # The progress meter does not change the results: the same numbers as a solve
-    # without one.
-    plain = cli.solve(load_spec(TINY))
-    assert np.array_equal(plain.t, t)
-    assert np.array_equal(plain.recordings["soma"], soma)
-    assert np.array_equal(plain.recordings["tip"], tip)
+    # The progress meter does not change the results: the same numbers as a run
+    # without one. (Also a subprocess: the command line raises XLA's small-loop
+    # threshold, under which this short cable is solved by `Thomas` rather than
+    # by `gtsv`, which rounds differently.)
+    plain_out = tmp_path / "plain.npz"
+    proc = python_m("run", TINY, "-o", plain_out, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(plain_out) as plain:
+        for key, value in (("t", t), ("soma", soma), ("tip", tip)):
+            assert np.array_equal(plain[key], value), key
 
 
 def test_demo_progress_without_tqdm(tmp_path, capsys, monkeypatch):
