@@ -97,7 +97,7 @@ def use_thomas(n: int, dtype, small_loop_bytes: int) -> bool:
     (`stable_ode._xla.small_loop_bytes()`): when a vector of the system takes at
     most `small_loop_bytes / 128` bytes, and only above XLA's default threshold
     (1,024 bytes; a step loop with a cable in it is not one function there
-    either way, and the scans measured as fast as `gtsv` or up to 15% slower)."""
+    either way, and the scans measured no faster than `gtsv`)."""
     if small_loop_bytes <= _DEFAULT_BYTES:
         return False
     return n * np.dtype(dtype).itemsize <= small_loop_bytes // _BYTES_DIVISOR
