@@ -10,7 +10,8 @@ class AbstractVoltageSolver(dfx.AbstractAdaptiveSolver):
     coupling operator (`_staggered.voltage_step`).
 
     `linear_solver`: the lineax solver of that system; `None` uses the coupling's
-    own (`coupling.default_solver()`: `lx.Tridiagonal()` for cables, the tree
+    own (`coupling.default_solver()`: `lx.Tridiagonal()` or, for a short one
+    under a raised small-loop threshold, `Thomas()` for cables, the tree
     chooser for branched cells). Tools that instrument the solve (`diagnose`)
     reach it through this field.
     """

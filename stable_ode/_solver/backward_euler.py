@@ -105,6 +105,7 @@ class BackwardEuler(AbstractVoltageSolver):
 BackwardEuler.__init__.__doc__ = """**Arguments:**
 
 - `linear_solver`: the lineax solver for the voltage system (default `None`: the
-    coupling's own, `lx.Tridiagonal()` (LAPACK `gtsv`) for cables, `TreeSolver()`
-    for branched cells; the reverse mode of either is one more solve).
+    coupling's own, `lx.Tridiagonal()` (LAPACK `gtsv`) for cables, or `Thomas()`
+    for a short one under a raised small-loop threshold, `TreeSolver()` for
+    branched cells; the reverse mode of each is one more solve).
 """

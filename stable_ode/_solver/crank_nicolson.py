@@ -202,8 +202,9 @@ class CrankNicolson(AbstractVoltageSolver):
 CrankNicolson.__init__.__doc__ = """**Arguments:**
 
 - `linear_solver`: the lineax solver for the voltage system (default `None`: the
-    coupling's own, `lx.Tridiagonal()` (LAPACK `gtsv`) for cables, `TreeSolver()`
-    for branched cells; the reverse mode of either is one more solve).
+    coupling's own, `lx.Tridiagonal()` (LAPACK `gtsv`) for cables, or `Thomas()`
+    for a short one under a raised small-loop threshold, `TreeSolver()` for
+    branched cells; the reverse mode of each is one more solve).
 - `startup`: take L-stable (θ = 1) voltage steps at the initial time and at
     stimulus edges (default `True`). `False` gives plain Crank–Nicolson, which rings
     after current steps as NEURON's `secondorder=2` does; for comparisons only.
