@@ -75,6 +75,18 @@ def hh_cable(
     )
 
 
+def tridiagonal_system(n, seed, symmetric, dtype=jnp.float64):
+    """A random strictly diagonally dominant tridiagonal system, as the voltage
+    system: `(diagonal, lower, upper, rhs)` with non-positive off-diagonals."""
+    rng = np.random.default_rng(seed)
+    lower = -rng.uniform(0.0, 1.0, n - 1)
+    upper = lower.copy() if symmetric else -rng.uniform(0.0, 1.0, n - 1)
+    diag = rng.uniform(0.1, 1.0, n)
+    diag = diag + np.concatenate([[0.0], -lower]) + np.concatenate([-upper, [0.0]])
+    rhs = rng.normal(size=n)
+    return [jnp.asarray(x, dtype) for x in (diag, lower, upper, rhs)]
+
+
 def finite_difference_grad(f, x, eps=1e-6):
     """Central differences of scalar `f` at array `x` (float64)."""
     x = np.asarray(x, dtype=float)

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import lineax as lx
 import numpy as np
 import pytest
+from helpers import tridiagonal_system
 
 import stable_ode as so
 from stable_ode._linear import cyclic
@@ -14,22 +15,11 @@ from stable_ode._linear.cyclic import cyclic_reduction, CyclicReduction
 from stable_ode.morphology._coupling import TridiagonalCoupling
 
 
-def _system(n, seed, symmetric):
-    rng = np.random.default_rng(seed)
-    lower = -rng.uniform(0.0, 1.0, n - 1)
-    upper = lower.copy() if symmetric else -rng.uniform(0.0, 1.0, n - 1)
-    # strictly diagonally dominant, as the voltage system
-    diag = rng.uniform(0.1, 1.0, n)
-    diag = diag + np.concatenate([[0.0], -lower]) + np.concatenate([-upper, [0.0]])
-    rhs = rng.normal(size=n)
-    return [jnp.asarray(x, jnp.float64) for x in (diag, lower, upper, rhs)]
-
-
 @pytest.mark.parametrize("n", [1, 2, 3, 8, 9, 257])
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_cyclic_reduction_equals_gtsv(n, symmetric):
     with jax.enable_x64(True):
-        diag, lower, upper, rhs = _system(n, n, symmetric)
+        diag, lower, upper, rhs = tridiagonal_system(n, n, symmetric)
 
         def solve(solver, d, r):
             op = lx.TridiagonalLinearOperator(d, lower, upper)

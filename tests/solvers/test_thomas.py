@@ -8,22 +8,12 @@ import jax.numpy as jnp
 import lineax as lx
 import numpy as np
 import pytest
+from helpers import hh_cable, tridiagonal_system
 
 import stable_ode as so
 from stable_ode._linear.thomas import Thomas, thomas, use_thomas
 from stable_ode._xla import small_loop_bytes
 from stable_ode.morphology._coupling import TridiagonalCoupling
-
-
-def _system(n, seed, symmetric, dtype=jnp.float64):
-    rng = np.random.default_rng(seed)
-    lower = -rng.uniform(0.0, 1.0, n - 1)
-    upper = lower.copy() if symmetric else -rng.uniform(0.0, 1.0, n - 1)
-    # strictly diagonally dominant, as the voltage system
-    diag = rng.uniform(0.1, 1.0, n)
-    diag = diag + np.concatenate([[0.0], -lower]) + np.concatenate([-upper, [0.0]])
-    rhs = rng.normal(size=n)
-    return [jnp.asarray(x, dtype) for x in (diag, lower, upper, rhs)]
 
 
 def _solve(solver, diag, lower, upper, rhs):
@@ -34,7 +24,7 @@ def _solve(solver, diag, lower, upper, rhs):
 @pytest.mark.parametrize("n", [1, 2, 3, 11, 64])
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_thomas_equals_gtsv(n, symmetric):
-    diag, lower, upper, rhs = _system(n, n, symmetric)
+    diag, lower, upper, rhs = tridiagonal_system(n, n, symmetric)
     ref = _solve(lx.Tridiagonal(), diag, lower, upper, rhs)
     got = jax.jit(_solve, static_argnums=0)(Thomas(), diag, lower, upper, rhs)
     np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-13)
@@ -54,7 +44,7 @@ def test_thomas_equals_gtsv(n, symmetric):
 def test_thomas_float32_and_vmap():
     """float32 agrees with gtsv to float32 rounding; a `vmap` over right-hand
     sides and diagonals gives each member's own solve."""
-    diag, lower, upper, rhs = _system(20, 5, True, jnp.float32)
+    diag, lower, upper, rhs = tridiagonal_system(20, 5, True, jnp.float32)
     ref = jax.lax.linalg.tridiagonal_solve(
         jnp.concatenate([jnp.zeros(1, jnp.float32), lower]),
         diag,
@@ -121,26 +111,15 @@ def test_the_coupling_chooses_thomas_on_the_cpu_under_a_raised_threshold(
 
 def test_cable_simulation_with_thomas_matches_gtsv():
     """An HH cable through `linear_solver=Thomas()` equals `gtsv` to rounding,
-    spikes included, under BackwardEuler and CrankNicolson, and its gradient
-    too."""
-    cable = so.Cell(
-        "c",
-        [so.Section("s", length=500.0, diameter=2.0, n_compartments=12)],
-        mechanisms=[so.Insert(so.HH())],
-    )
-    site = so.Site("c", "s", 0.0)
-    model = so.build(
-        [cable],
-        [so.StepCurrent(site, 0.2, 1.0, 10.0)],
-        [so.Recording("v", so.Site("c", "s", 1.0))],
-        dtype=jnp.float64,
-    )
+    spikes included, under BackwardEuler and CrankNicolson (the reverse mode of
+    the solve itself: `test_thomas_equals_gtsv`)."""
+    model = hh_cable(n=12, length=500.0, amplitude=0.2, delay=1.0, duration=10.0)
 
     @jax.jit
     def run(m, solver):
         be = so.simulate(m, 8.0, 0.025, solver=so.BackwardEuler(solver))
         cn = so.simulate(m, 8.0, 0.025, solver=so.CrankNicolson(solver))
-        return be.recordings["v"], cn.recordings["v"]
+        return be.recordings["end"], cn.recordings["end"]
 
     ref = run(model, lx.Tridiagonal())
     got = run(model, Thomas())
