@@ -20,6 +20,14 @@ def _mask(bad, tree):
     )
 
 
+# Jitted, so that a solve traces its step once (per static signature), not once
+# per use: diffrax's two shape checks and its loop body, the guard's
+# linearisation below, and a checkpointed loop's recomputation and backward pass
+# each call the step, and under `jit` each call would otherwise trace the whole
+# solver again in Python (eleven traces of the step for one checkpointed
+# gradient). The call is inlined when XLA compiles the
+# surrounding program: the same computation, bit for bit.
+@eqx.filter_jit
 def _raw_step(solver, terms, t0, t1, y0, args, solver_state, made_jump, check_error):
     del check_error
     return solver.step(terms, t0, t1, y0, args, solver_state, made_jump)
