@@ -5,8 +5,9 @@ The forward cases (`COMPARTMENT`, `CABLE`: NEURON's `hh` at 6.3 °C, Ra = 100
 step from 5 ms for 40 ms) are built by `build_ours`, `build_neuron` and
 `build_jaxley` from one description (`describe`), and reused by `forward`,
 `gradient`, `profile_batch` and `gpu`; `gpu`'s sizes (`build_cable`,
-`build_compartment`, `build_network` and their Jaxley twins) are built here from
-the same cases and from `benchmarks/network.py`'s network. Nothing here imports
+`build_compartment`, `build_tree`, `build_network` and their Jaxley twins) are
+built here from the same cases, a binary tree of `benchmarks/branched.py`'s
+branches, and `benchmarks/network.py`'s network. Nothing here imports
 JAX at module level (the `gpu` driver process does not).
 """
 
@@ -144,6 +145,70 @@ def build_cable(n: int, dtype):
 def build_compartment(dtype):
     """The HH compartment of `benchmarks/forward.py` (recording `r0`)."""
     return build_ours(COMPARTMENT, dtype)
+
+
+TREE_BRANCH = (80.0, 2.0, 4)  # µm long, µm in diameter, compartments per branch
+
+
+def tree_parents(n_branches: int) -> list[int]:
+    """A binary tree of `n_branches` branches, Jaxley's `parents` list: branch
+    `k > 0` hangs from branch `(k - 1) // 2`."""
+    return [-1] + [(k - 1) // 2 for k in range(1, n_branches)]
+
+
+def describe_tree(n_branches: int):
+    """One HH cell whose branches (`TREE_BRANCH`: 80 µm × 2 µm, 4 compartments)
+    form a binary tree, each child at its parent's 1 end; the case's step current
+    (0.1 nA from 5 ms for 40 ms) into the root's 0 end; recordings `r0` there and
+    `r1` at the 1 end of the last branch (a leaf). `(cells, stimuli,
+    recordings)`."""
+    import stable_ode as so
+
+    length, diameter, n = TREE_BRANCH
+    sections = [
+        so.Section(f"b{k}", length, diameter, n, None if p < 0 else f"b{p}", 1.0)
+        for k, p in enumerate(tree_parents(n_branches))
+    ]
+    cell = so.Cell(
+        "cell", sections, [so.Insert(so.HH())], axial_resistivity=RA, capacitance=CM
+    )
+    stim = so.StepCurrent(so.Site("cell", "b0", 0.0), AMPLITUDE, DELAY, DURATION)
+    last = f"b{n_branches - 1}"
+    recs = [
+        so.Recording("r0", so.Site("cell", "b0", 0.0)),
+        so.Recording("r1", so.Site("cell", last, 1.0)),
+    ]
+    return [cell], [stim], recs
+
+
+def build_tree(n_branches: int, dtype):
+    """The binary-tree cell of `describe_tree` (`n_branches · 4` compartments)."""
+    import stable_ode as so
+
+    cells, stims, recs = describe_tree(n_branches)
+    return so.build(cells, stims, recs, celsius=6.3, v_init=V_INIT, dtype=dtype)
+
+
+def build_tree_jaxley(n_branches: int, t_max: float):
+    """The Jaxley cell of `build_tree(n_branches, ...)`, run for `t_max` ms (dtype
+    follows JAX's x64 flag)."""
+    import jaxley as jx
+    from jaxley.channels import HH
+
+    length, diameter, n = TREE_BRANCH
+    cell = jx.Cell(jx.Branch(jx.Compartment(), n), parents=tree_parents(n_branches))
+    cell.set("length", length / n)  # per compartment
+    cell.set("radius", diameter / 2)
+    cell.set("axial_resistivity", RA)
+    cell.set("capacitance", CM)
+    cell.insert(HH())
+    cell.set("v", V_INIT)
+    cell.init_states()
+    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, t_max)
+    cell.branch(0).comp(0).stimulate(current, verbose=False)
+    cell.branch(0).comp(0).record("v", verbose=False)
+    cell.branch(n_branches - 1).comp(n - 1).record("v", verbose=False)
+    return cell
 
 
 def network_pairs(n_cells: int, syn_per_cell: int, seed: int = 0):

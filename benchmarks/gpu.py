@@ -10,6 +10,11 @@ dt = 0.025 ms over `--t-max` = 50 ms, i.e. 2,000 fixed steps):
 - **cable**: an unbranched HH cable, 1000 µm long, 2 µm diameter, of `--cable`
   = 100 / 10,000 compartments (the cable of `benchmarks/forward.py`, finer), a
   0.1 nA step from 5 ms for 40 ms into the 0 end, both ends recorded;
+- **tree**: one HH cell whose `--tree` = 127 / 2,047 branches (80 µm × 2 µm, 4
+  compartments each: 508 / 8,188 compartments) form a binary tree (Jaxley's
+  `parents`, children at their parent's 1 end; `benchmarks/branched.py`'s cell,
+  larger), the cable's step into the root's 0 end, the root's 0 end and a leaf's
+  1 end recorded;
 - **batch**: `jax.vmap` of `--batch` = 16 / 1,024 single HH compartments (20 µm ×
   20 µm), each with its own step amplitude (0 to 0.5 nA); with `--shard` and more
   than one device, the batch axis is split over all devices (`jax.sharding`);
@@ -22,11 +27,11 @@ dt = 0.025 ms over `--t-max` = 50 ms, i.e. 2,000 fixed steps):
   the three HH conductances (gnabar, gkbar, gl), and of the mean voltage of all
   cells w.r.t. every synapse's gmax and the shared gnabar.
 
-`--with-jaxley` adds Jaxley's `bwd_euler` for cable, cable-grad (Jaxley's default,
-no checkpointing) and network, with the same models; skipped, saying so, when
-`jaxley` is not installed. `--size tiny` is for the smoke test
-(`tests/repo/test_gpu_script.py`); `--cable`, `--cells`, `--syn-per-cell`, `--batch`,
-`--t-max`, `--repeats` override a size's numbers.
+`--with-jaxley` adds Jaxley's `bwd_euler` for cable, tree, cable-grad (Jaxley's
+default, no checkpointing) and network, with the same models; skipped, saying so,
+when `jaxley` is not installed. `--size tiny` is for the smoke test
+(`tests/repo/test_gpu_script.py`); `--cable`, `--tree`, `--cells`, `--syn-per-cell`,
+`--batch`, `--t-max`, `--repeats` override a size's numbers.
 
 Measured for each case (float32 by default, `--dtype float64` or `both`; NEURON's
 `hh` at 6.3 °C): the Python build time of the model; the compile time
@@ -88,18 +93,26 @@ from ._models import (
     build_compartment,
     build_network,
     build_network_jaxley,
+    build_tree,
+    build_tree_jaxley,
+    TREE_BRANCH,
 )
 from .forward import _dtype
 
 
 DT = 0.025  # ms
-KINDS = ("cable", "batch", "network", "cable-grad", "network-grad")
-JAXLEY_KINDS = ("cable", "cable-grad", "network")
+TREE_PER_BRANCH = TREE_BRANCH[2]
+KINDS = ("cable", "tree", "batch", "network", "cable-grad", "network-grad")
+JAXLEY_KINDS = ("cable", "tree", "cable-grad", "network")
 
 SIZES = {
-    "tiny": dict(cable=8, batch=4, cells=6, syn_per_cell=2, t_max=10.0),
-    "small": dict(cable=100, batch=16, cells=100, syn_per_cell=10, t_max=50.0),
-    "large": dict(cable=10_000, batch=1_024, cells=1_000, syn_per_cell=10, t_max=50.0),
+    "tiny": dict(cable=8, tree=3, batch=4, cells=6, syn_per_cell=2, t_max=10.0),
+    "small": dict(
+        cable=100, tree=127, batch=16, cells=100, syn_per_cell=10, t_max=50.0
+    ),
+    "large": dict(
+        cable=10_000, tree=2_047, batch=1_024, cells=1_000, syn_per_cell=10, t_max=50.0
+    ),
 }
 
 
@@ -111,6 +124,7 @@ class Spec:
     impl: str  # "stable_ode" or "jaxley"
     dtype: str  # "float32" or "float64"
     cable: int
+    tree: int  # branches of 4 compartments
     batch: int
     cells: int
     syn_per_cell: int
@@ -126,9 +140,12 @@ class Spec:
     @property
     def n_compartments(self) -> int:
         """Compartments simulated at once (summed over a batch)."""
-        return {"cable": self.cable, "batch": self.batch, "network": self.cells}[
-            self.kind.removesuffix("-grad")
-        ]
+        return {
+            "cable": self.cable,
+            "tree": TREE_PER_BRANCH * self.tree,
+            "batch": self.batch,
+            "network": self.cells,
+        }[self.kind.removesuffix("-grad")]
 
     @property
     def cost(self) -> float:
@@ -142,6 +159,8 @@ class Spec:
         base = self.kind.removesuffix("-grad")
         if base == "cable":
             return f"{self.cable} comp."
+        if base == "tree":
+            return f"{self.tree} × {TREE_PER_BRANCH} comp."
         if base == "batch":
             return f"{self.batch} × 1 comp."
         return f"{self.cells} cells, {self.cells * self.syn_per_cell} syn."
@@ -216,6 +235,15 @@ def _case_ours(spec: Spec):
 
         p = jnp.asarray([0.12, 0.036, 0.0003], dtype=dtype)
         return jax.grad(loss), (p, model), _check_grad
+
+    if spec.kind == "tree":
+        model = build_tree(spec.tree, dtype)
+
+        def run(m):
+            sim = so.simulate(m, t_max, DT, solver=solver)
+            return jnp.stack([sim.recordings["r0"], sim.recordings["r1"]])
+
+        return run, (model,), _check_forward
 
     if spec.kind == "batch":
         model = build_compartment(dtype)
@@ -292,6 +320,13 @@ def _case_jaxley(spec: Spec):
             return jnp.mean(v[1])
 
         return jax.grad(loss), (module.get_parameters(),), _check_grad
+    if spec.kind == "tree":
+        cell = build_tree_jaxley(spec.tree, spec.t_max)
+
+        def run(p):
+            return jx.integrate(cell, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
+
+        return run, (cell.get_parameters(),), _check_forward
     if spec.kind == "network":
         # Jaxley starts the synapse state at 0.2; set it to ours (the steady state
         # at v_init, the same in a 2-cell network).
@@ -543,7 +578,7 @@ def main(argv=None) -> None:
     parser.add_argument("--in-process", action="store_true")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--time-per-case", type=float, default=10.0)
-    for key in ("cable", "batch", "cells", "syn_per_cell"):
+    for key in ("cable", "tree", "batch", "cells", "syn_per_cell"):
         parser.add_argument("--" + key.replace("_", "-"), type=int, default=None)
     parser.add_argument("--t-max", type=float, default=None, help="ms")
     parser.add_argument("--out", default=None, help="also write the report here")

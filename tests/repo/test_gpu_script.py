@@ -36,7 +36,7 @@ def test_every_case_tiny_in_process(tmp_path):
     assert r.stdout == out.read_text() + "\n"
     by_kind = {row[0]: row for row in rows}
     assert sorted(by_kind) == sorted(
-        ["cable", "batch", "network", "cable-grad", "network-grad"]
+        ["cable", "tree", "batch", "network", "cable-grad", "network-grad"]
     ), rows
     for kind, row in by_kind.items():
         assert row[2] == "float32", row
