@@ -1,8 +1,8 @@
 """The tree solve's elimination orders against each other on the CPU.
 
-Binary trees of sections with four compartments each (508, 2,044 and 4,092
-compartments, as in the branched benchmarks), in the Hines ordering that
-`tree_coupling` gives a cell. Each solver runs `SOLVES` solves in one jitted
+Binary trees of sections with four compartments each (508, 2,044, 4,092 and
+16,380 compartments; the first three as in the branched benchmarks), in the
+Hines ordering that `tree_coupling` gives a cell. Each solver runs `SOLVES` solves in one jitted
 loop (each solve's result feeds the next right-hand side, as in a time-stepping
 loop); the calls are interleaved and the median of `REPEATS` is taken. Prints the
 time per solve of each solver, its ratio to `SequentialTreeSolver`, and which one
@@ -68,7 +68,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small trees only")
     args = parser.parse_args(argv)
-    depths = (3, 5) if args.quick else (6, 8, 9)
+    depths = (3, 5) if args.quick else (6, 8, 9, 11)
     solvers = dict(
         sequential=SequentialTreeSolver(),
         levels=LevelTreeSolver(),

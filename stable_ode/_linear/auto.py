@@ -18,9 +18,12 @@ class TreeSolver(lx.AbstractLinearSolver):
     the solve is traced (in `init`), from facts that are static there:
 
     - the operator has no `plan`: `LevelTreeSolver()`;
-    - at most `sequential_limit` nodes and the default backend is the CPU:
-      `SequentialTreeSolver()` (two compiled loops; on an accelerator every node
-      would be a kernel launch);
+    - the default backend is the CPU (and the tree has at most
+      `sequential_limit` nodes, if one is given): `SequentialTreeSolver()` (two
+      compiled loops; on an accelerator every node would be a kernel launch).
+      On the CPU it was the fastest of the three at every size measured
+      (`benchmarks/tree_orders.py`: binary trees of 508 to 32,764 nodes of
+      4-node sections, and of 4,032 and 16,320 nodes of 64-node sections);
     - otherwise: `ChainTreeSolver()` (a fixed number of kernels per solve).
 
     All three are exact; they differ only in rounding. `select_solver` tells which
@@ -28,13 +31,15 @@ class TreeSolver(lx.AbstractLinearSolver):
     `TreeSolver()`; pass one of the three directly to fix the algorithm.
     """
 
-    sequential_limit: int = eqx.field(static=True, default=4096)
+    sequential_limit: int | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
-        if not (isinstance(self.sequential_limit, int) and self.sequential_limit >= 0):
+        k = self.sequential_limit
+        is_int = isinstance(k, int) and not isinstance(k, bool)
+        if not (k is None or (is_int and k >= 0)):
             raise ValueError(
-                f"TreeSolver(sequential_limit={self.sequential_limit!r}) must be an "
-                "int >= 0"
+                f"TreeSolver(sequential_limit={self.sequential_limit!r}) must be "
+                "None or an int >= 0"
             )
 
     def select_solver(self, operator: lx.AbstractLinearOperator) -> AbstractTreeSolver:
@@ -51,7 +56,8 @@ class TreeSolver(lx.AbstractLinearSolver):
         if operator.plan is None:
             return LevelTreeSolver()
         (n,) = operator.diagonal.shape
-        if n <= self.sequential_limit and jax.default_backend() == "cpu":
+        limit = self.sequential_limit
+        if jax.default_backend() == "cpu" and (limit is None or n <= limit):
             return SequentialTreeSolver()
         return ChainTreeSolver()
 
@@ -79,6 +85,6 @@ class TreeSolver(lx.AbstractLinearSolver):
 
 TreeSolver.__init__.__doc__ = """**Arguments:**
 
-- `sequential_limit`: the most nodes solved by `SequentialTreeSolver` on the CPU
-  (default 4096).
+- `sequential_limit`: the most nodes solved by `SequentialTreeSolver` on the CPU,
+  larger trees getting `ChainTreeSolver`; `None` (default): no limit.
 """

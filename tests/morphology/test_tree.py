@@ -277,14 +277,24 @@ def test_tree_solver_methods():
     for solver in (SequentialTreeSolver(), ChainTreeSolver()):
         with pytest.raises(ValueError, match="needs the operator's plan"):
             lx.linear_solve(no_plan, jnp.ones(n), solver)
-    with pytest.raises(ValueError, match="sequential_limit"):
-        TreeSolver(sequential_limit=-1)
-    # The chooser: sequential on the CPU up to the limit, chains above it, levels
-    # without a plan; its solve is the chosen solver's, bit for bit.
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="sequential_limit"):
+            TreeSolver(sequential_limit=bad)
+    # The chooser: sequential on the CPU (up to the limit if one is given: no
+    # limit by default, whatever the size), chains above it, levels without a
+    # plan; its solve is the chosen solver's, bit for bit.
     with_plan = TreeLinearOperator(
         diag, off, jnp.asarray(parent), schedule, tree_plan(parent)
     )
     assert TreeSolver().select_solver(with_plan) == SequentialTreeSolver()
+    big = star_of_paths(3, 2000)  # 6,001 nodes
+    big_op = TreeLinearOperator(
+        jnp.ones(big.shape[0]), jnp.zeros(big.shape[0]), jnp.asarray(big),
+        jnp.asarray(hines_schedule(big)), tree_plan(big),
+    )  # fmt: skip
+    assert big.shape[0] > 4096
+    assert TreeSolver().select_solver(big_op) == SequentialTreeSolver()
+    assert TreeSolver(4096).select_solver(big_op) == ChainTreeSolver()
     assert TreeSolver(n - 1).select_solver(with_plan) == ChainTreeSolver()
     assert TreeSolver().select_solver(no_plan) == LevelTreeSolver()
     b = jnp.asarray(np.random.default_rng(6).normal(size=n))
