@@ -2,13 +2,13 @@
 
 Binary trees of sections with four compartments each (508, 2,044, 4,092 and
 16,380 compartments; the first three as in the branched benchmarks), in the
-Hines ordering that `tree_coupling` gives a cell. Each solver runs `SOLVES` solves in one jitted
-loop (each solve's result feeds the next right-hand side, as in a time-stepping
-loop); the calls are interleaved and the median of `REPEATS` is taken. Prints the
-time per solve of each solver, its ratio to `SequentialTreeSolver`, and which one
-`TreeSolver()` picks.
+Hines ordering that `tree_coupling` gives a cell. Each solver runs `SOLVES`
+solves in one jitted loop (each solve's result feeds the next right-hand side,
+as in a time-stepping loop); the calls are interleaved and the median of
+`REPEATS` is taken. Prints the time per solve of each solver, its ratio to
+`SequentialTreeSolver`, and which one `TreeSolver()` picks.
 
-Run: `python -m benchmarks.tree_orders` (under a minute; `--quick` for smaller
+Run: `python -m benchmarks.tree_orders` (a minute or two; `--quick` for smaller
 sizes).
 """
 

@@ -22,8 +22,8 @@ class TreeSolver(lx.AbstractLinearSolver):
       `sequential_limit` nodes, if one is given): `SequentialTreeSolver()` (two
       compiled loops; on an accelerator every node would be a kernel launch).
       On the CPU it was the fastest of the three at every size measured
-      (`benchmarks/tree_orders.py`: binary trees of 508 to 32,764 nodes of
-      4-node sections, and of 4,032 and 16,320 nodes of 64-node sections);
+      (`benchmarks/tree_orders.py`: binary trees of 508 to 16,380 nodes of
+      4-node sections; also with 64-node sections, and up to 32,764 nodes);
     - otherwise: `ChainTreeSolver()` (a fixed number of kernels per solve).
 
     All three are exact; they differ only in rounding. `select_solver` tells which
