@@ -156,23 +156,27 @@ def tree_parents(n_branches: int) -> list[int]:
     return [-1] + [(k - 1) // 2 for k in range(1, n_branches)]
 
 
-def describe_tree(n_branches: int):
-    """One HH cell whose branches (`TREE_BRANCH`: 80 µm × 2 µm, 4 compartments)
-    form a binary tree, each child at its parent's 1 end; the case's step current
-    (0.1 nA from 5 ms for 40 ms) into the root's 0 end; recordings `r0` there and
-    `r1` at the 1 end of the last branch (a leaf). `(cells, stimuli,
-    recordings)`."""
+def describe_tree(
+    n_branches: int, per_branch: int = TREE_BRANCH[2], amplitude: float = AMPLITUDE
+):
+    """One HH cell whose branches (80 µm × 2 µm, `per_branch` compartments, by
+    default `TREE_BRANCH`'s 4) form a binary tree, each child at its parent's 1
+    end; a step current of `amplitude` nA from 5 ms for 40 ms into the root's 0
+    end; recordings `r0` there and `r1` at the 1 end of the last branch (a leaf).
+    `(cells, stimuli, recordings)`. Also `benchmarks/branched.py`'s cell."""
     import stable_ode as so
 
-    length, diameter, n = TREE_BRANCH
+    length, diameter, _ = TREE_BRANCH
     sections = [
-        so.Section(f"b{k}", length, diameter, n, None if p < 0 else f"b{p}", 1.0)
+        so.Section(
+            f"b{k}", length, diameter, per_branch, None if p < 0 else f"b{p}", 1.0
+        )
         for k, p in enumerate(tree_parents(n_branches))
     ]
     cell = so.Cell(
         "cell", sections, [so.Insert(so.HH())], axial_resistivity=RA, capacitance=CM
     )
-    stim = so.StepCurrent(so.Site("cell", "b0", 0.0), AMPLITUDE, DELAY, DURATION)
+    stim = so.StepCurrent(so.Site("cell", "b0", 0.0), amplitude, DELAY, DURATION)
     last = f"b{n_branches - 1}"
     recs = [
         so.Recording("r0", so.Site("cell", "b0", 0.0)),
@@ -189,13 +193,19 @@ def build_tree(n_branches: int, dtype):
     return so.build(cells, stims, recs, celsius=6.3, v_init=V_INIT, dtype=dtype)
 
 
-def build_tree_jaxley(n_branches: int, t_max: float):
-    """The Jaxley cell of `build_tree(n_branches, ...)`, run for `t_max` ms (dtype
-    follows JAX's x64 flag)."""
+def build_tree_jaxley(
+    n_branches: int,
+    t_max: float,
+    per_branch: int = TREE_BRANCH[2],
+    amplitude: float = AMPLITUDE,
+):
+    """The Jaxley cell of `describe_tree(n_branches, per_branch, amplitude)`, run
+    for `t_max` ms (dtype follows JAX's x64 flag)."""
     import jaxley as jx
     from jaxley.channels import HH
 
-    length, diameter, n = TREE_BRANCH
+    length, diameter, _ = TREE_BRANCH
+    n = per_branch
     cell = jx.Cell(jx.Branch(jx.Compartment(), n), parents=tree_parents(n_branches))
     cell.set("length", length / n)  # per compartment
     cell.set("radius", diameter / 2)
@@ -204,7 +214,7 @@ def build_tree_jaxley(n_branches: int, t_max: float):
     cell.insert(HH())
     cell.set("v", V_INIT)
     cell.init_states()
-    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, t_max)
+    current = jx.step_current(DELAY, DURATION, amplitude, DT, t_max)
     cell.branch(0).comp(0).stimulate(current, verbose=False)
     cell.branch(0).comp(0).record("v", verbose=False)
     cell.branch(n_branches - 1).comp(n - 1).record("v", verbose=False)

@@ -26,35 +26,21 @@ the same thing. Each dtype runs in its own subprocess (x64 is global).
 import argparse
 import os
 
+from ._models import build_tree_jaxley, describe_tree
 from .forward import _dtype
 
 
-PARENTS = (-1, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6)
-LENGTH, DIAMETER, N_COMP = 80.0, 2.0, 8  # µm, µm, per branch
-RA, CM, V_INIT, CELSIUS = 100.0, 1.0, -65.0, 6.3
-AMPLITUDE, DELAY, DURATION = 0.5, 5.0, 40.0  # nA, ms, ms (3 spikes)
+N_BRANCHES = 15  # a binary tree: Jaxley's parents [-1, 0, 0, 1, 1, ...]
+N_COMP = 8  # compartments per branch (80 µm × 2 µm, `_models.TREE_BRANCH`)
+V_INIT, CELSIUS = -65.0, 6.3
+AMPLITUDE = 0.5  # nA, from 5 ms for 40 ms (3 spikes)
 T_MAX, DT = 100.0, 0.025  # ms
-RECORD = ((0, 0.0), (len(PARENTS) - 1, 1.0))  # (branch, position)
 
 
 def describe():
     """The stable_ode description of the cell: `(cells, stimuli, recordings)` (also
     what the NEURON model is made from)."""
-    import stable_ode as so
-
-    sections = [
-        so.Section(f"b{k}", LENGTH, DIAMETER, N_COMP, None if p < 0 else f"b{p}", 1.0)
-        for k, p in enumerate(PARENTS)
-    ]
-    cell = so.Cell(
-        "cell", sections, [so.Insert(so.HH())], axial_resistivity=RA, capacitance=CM
-    )
-    stim = so.StepCurrent(so.Site("cell", "b0", 0.0), AMPLITUDE, DELAY, DURATION)
-    recs = [
-        so.Recording(f"r{i}", so.Site("cell", f"b{b}", x))
-        for i, (b, x) in enumerate(RECORD)
-    ]
-    return [cell], [stim], recs
+    return describe_tree(N_BRANCHES, N_COMP, AMPLITUDE)
 
 
 def build_ours(dtype):
@@ -66,22 +52,7 @@ def build_ours(dtype):
 
 def build_jaxley(t_max: float = T_MAX):
     """The Jaxley cell (dtype follows JAX's x64 flag)."""
-    import jaxley as jx
-    from jaxley.channels import HH
-
-    cell = jx.Cell(jx.Branch(jx.Compartment(), N_COMP), parents=list(PARENTS))
-    cell.set("length", LENGTH / N_COMP)
-    cell.set("radius", DIAMETER / 2)
-    cell.set("axial_resistivity", RA)
-    cell.set("capacitance", CM)
-    cell.insert(HH())
-    cell.set("v", V_INIT)
-    cell.init_states()
-    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, t_max)
-    cell.branch(0).comp(0).stimulate(current, verbose=False)
-    for b, x in RECORD:
-        cell.branch(b).comp(min(int(x * N_COMP), N_COMP - 1)).record("v", verbose=False)
-    return cell
+    return build_tree_jaxley(N_BRANCHES, t_max, N_COMP, AMPLITUDE)
 
 
 def run(dtype_name: str, repeats: int, t_max: float = T_MAX) -> dict:
@@ -124,7 +95,7 @@ def run(dtype_name: str, repeats: int, t_max: float = T_MAX) -> dict:
         neuron = ("fixed, secondorder=0", lambda: nrn.run(0))
     try:
         row = compare(
-            f"branched HH cell, {len(PARENTS)}×{N_COMP} comp., {t_max:g} ms",
+            f"branched HH cell, {N_BRANCHES}×{N_COMP} comp., {t_max:g} ms",
             dtype_name, "BackwardEuler", ours, (model,), jaxley, neuron, repeats,
         )  # fmt: skip
     finally:
