@@ -1,6 +1,8 @@
 """The plain fixed-step run as a `jax.lax.scan`: what `diffrax.diffeqsolve` with a
 `diffrax.StepTo(grid)` computes, without its per-step bookkeeping."""
 
+import math
+
 import diffrax as dfx
 import equinox.internal as eqxi
 import jax
@@ -41,13 +43,85 @@ def grid_scan(terms, solver, grid, y0, args, recorder):
         result = dfx.RESULTS.where(ok, step_result, result)
         return (y, state, result), recorder(t[1], y, args)
 
-    init = (y0, state, dfx.RESULTS.successful)
-    (final, _, result), saved = jax.lax.scan(step, init, (starts, ends))
+    def init():
+        return (y0, state, dfx.RESULTS.successful)
+
+    row = _largest(jax.eval_shape(lambda: recorder(grid[0], y0, args)))
+    size = chunk_size(
+        starts.shape[0], max(row, grid.dtype.itemsize), _total(jax.eval_shape(init))
+    )
+    if size is None:
+        (final, _, result), saved = jax.lax.scan(step, init(), (starts, ends))
+    else:
+        (final, _, result), saved = _chunked_scan(step, init(), (starts, ends), size)
     first = recorder(grid[0], y0, args)
     saved = jax.tree_util.tree_map(
         lambda a, b: jnp.concatenate([a[None], b]), first, saved
     )
     return saved, final, result
+
+
+CHUNK_BYTES = 512
+"""The largest buffer (bytes) under which XLA:CPU runs a loop body's kernels one
+after another rather than through a dataflow schedule built at every iteration
+(its thunk executor's `execute_sequential_buffer_threshold`)."""
+
+SMALL_CARRY_BYTES = 256
+"""A loop whose carry takes at most this many bytes is not chunked: XLA:CPU
+compiles the step loop of so small a model (one HH compartment) into one
+function, for which chunks only add an outer loop (measured ~5 % slower)."""
+
+
+def chunk_size(n: int, row_bytes: int, carry_bytes: int) -> int | None:
+    """The steps per chunk of `_chunked_scan` for `n` steps whose largest
+    scanned input or saved output takes `row_bytes` bytes a step, and whose
+    carry (state and solver state) takes `carry_bytes`: the largest divisor of
+    `n` whose chunk of each takes at most `CHUNK_BYTES`, or `None` (one flat
+    scan) where that is under 4 steps or `n` itself, or the carry is small
+    (`SMALL_CARRY_BYTES`)."""
+    if carry_bytes <= SMALL_CARRY_BYTES:
+        return None
+    most = CHUNK_BYTES // max(row_bytes, 1)
+    size = max((k for k in range(1, min(most, n) + 1) if n % k == 0), default=1)
+    return None if size < 4 or size == n else size
+
+
+def _sizes(tree) -> list[int]:
+    return [
+        math.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(tree)
+    ]
+
+
+def _largest(tree) -> int:
+    """The bytes of the largest leaf of `tree` (shapes and dtypes)."""
+    return max(_sizes(tree), default=0)
+
+
+def _total(tree) -> int:
+    """The bytes of all leaves of `tree` (shapes and dtypes)."""
+    return sum(_sizes(tree))
+
+
+def _chunked_scan(step, init, xs, size: int):
+    """`jax.lax.scan(step, init, xs)` as a scan over chunks of `size` steps,
+    each a scan of its own: the same steps in the same order, the outputs
+    stacked as one scan would. The inner loop's scanned inputs and outputs
+    (`size` rows) stay under `CHUNK_BYTES`, so that on the CPU, for a small
+    model, XLA runs its body kernel after kernel rather than through a
+    dataflow schedule built at every step (`docs/performance.md`); the
+    trajectory is written once per chunk."""
+
+    def chunk(carry, x):
+        return jax.lax.scan(step, carry, x)
+
+    def split(x):
+        return x.reshape((x.shape[0] // size, size) + x.shape[1:])
+
+    def merge(x):
+        return x.reshape((x.shape[0] * size,) + x.shape[2:])
+
+    carry, ys = jax.lax.scan(chunk, init, jax.tree_util.tree_map(split, xs))
+    return carry, jax.tree_util.tree_map(merge, ys)
 
 
 def clip_floor(t1):

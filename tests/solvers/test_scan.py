@@ -11,8 +11,9 @@ import pytest
 from helpers import hh_cable
 
 import stable_ode as so
+import stable_ode._stepping.scan as scan_module
 from stable_ode._stepping._base import Recorder
-from stable_ode._stepping.scan import clip_floor, grid_scan
+from stable_ode._stepping.scan import chunk_size, clip_floor, grid_scan
 from stable_ode._term import MembraneTerm
 
 
@@ -92,3 +93,30 @@ def test_scan_takes_diffeqsolves_steps_on_a_plain_grid():
     model = hh_cable(n=3)
     grid = 0.025 * np.arange(81)
     _both(model, jnp.asarray(grid), so.CrankNicolson())
+
+
+def test_scan_in_chunks_takes_diffeqsolves_steps(monkeypatch):
+    """A carry over `SMALL_CARRY_BYTES` (a 12-compartment cable): the 80 steps
+    run as a scan over chunks of 20 (the largest divisor of 80 whose saved
+    rows fit in `CHUNK_BYTES`), bit for bit diffeqsolve's steps."""
+    sizes = []
+    chunked = scan_module._chunked_scan
+
+    def spy(step, init, xs, size):
+        sizes.append(size)
+        return chunked(step, init, xs, size)
+
+    monkeypatch.setattr(scan_module, "_chunked_scan", spy)
+    model = hh_cable(n=12)
+    _both(model, jnp.asarray(0.025 * np.arange(81)), so.BackwardEuler())
+    assert sizes == [20]
+
+
+def test_chunk_size():
+    # 2,000 steps saving 3 float64 values: chunks of 20 (480 bytes each)
+    assert chunk_size(2000, 24, 1000) == 20
+    assert chunk_size(2000, 8, 1000) == 50  # the largest divisor up to 64
+    assert chunk_size(2000, 8, 100) is None  # one compartment: one flat scan
+    assert chunk_size(997, 8, 1000) is None  # a prime number of steps
+    assert chunk_size(2000, 600, 1000) is None  # a row over 512 bytes
+    assert chunk_size(40, 8, 1000) is None  # all the steps fit in one chunk
