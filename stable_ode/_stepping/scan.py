@@ -69,7 +69,7 @@ after another rather than through a dataflow schedule built at every iteration
 SMALL_CARRY_BYTES = 256
 """A loop whose carry takes at most this many bytes is not chunked: XLA:CPU
 compiles the step loop of so small a model (one HH compartment) into one
-function, for which chunks only add an outer loop (measured ~5 % slower)."""
+function, to which chunks only add an outer loop."""
 
 
 def chunk_size(n: int, row_bytes: int, carry_bytes: int) -> int | None:
