@@ -26,15 +26,15 @@ the same thing. Each dtype runs in its own subprocess (x64 is global).
 import argparse
 import os
 
-from ._models import build_tree_jaxley, describe_tree
+from ._models import build_tree_jaxley, describe_tree, DT, V_INIT
 from .forward import _dtype
 
 
 N_BRANCHES = 15  # a binary tree: Jaxley's parents [-1, 0, 0, 1, 1, ...]
 N_COMP = 8  # compartments per branch (80 µm × 2 µm, `_models.TREE_BRANCH`)
-V_INIT, CELSIUS = -65.0, 6.3
+CELSIUS = 6.3  # °C
 AMPLITUDE = 0.5  # nA, from 5 ms for 40 ms (3 spikes)
-T_MAX, DT = 100.0, 0.025  # ms
+T_MAX = 100.0  # ms
 
 
 def describe():

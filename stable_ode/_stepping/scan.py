@@ -43,18 +43,14 @@ def grid_scan(terms, solver, grid, y0, args, recorder):
         result = dfx.RESULTS.where(ok, step_result, result)
         return (y, state, result), recorder(t[1], y, args)
 
-    def init():
-        return (y0, state, dfx.RESULTS.successful)
-
-    row = _largest(jax.eval_shape(lambda: recorder(grid[0], y0, args)))
-    size = chunk_size(
-        starts.shape[0], max(row, grid.dtype.itemsize), _total(jax.eval_shape(init))
-    )
+    init = (y0, state, dfx.RESULTS.successful)
+    first = recorder(grid[0], y0, args)  # (also the size of a saved row)
+    row = max(_largest(first), grid.dtype.itemsize)
+    size = chunk_size(starts.shape[0], row, _total(init))
     if size is None:
-        (final, _, result), saved = jax.lax.scan(step, init(), (starts, ends))
+        (final, _, result), saved = jax.lax.scan(step, init, (starts, ends))
     else:
-        (final, _, result), saved = _chunked_scan(step, init(), (starts, ends), size)
-    first = recorder(grid[0], y0, args)
+        (final, _, result), saved = _chunked_scan(step, init, (starts, ends), size)
     saved = jax.tree_util.tree_map(
         lambda a, b: jnp.concatenate([a[None], b]), first, saved
     )
@@ -87,18 +83,20 @@ def chunk_size(n: int, row_bytes: int, carry_bytes: int) -> int | None:
 
 
 def _sizes(tree) -> list[int]:
+    """The bytes of each leaf of `tree` (arrays, tracers or Python scalars)."""
     return [
-        math.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(tree)
+        math.prod(jnp.shape(x)) * jnp.result_type(x).itemsize
+        for x in jax.tree_util.tree_leaves(tree)
     ]
 
 
 def _largest(tree) -> int:
-    """The bytes of the largest leaf of `tree` (shapes and dtypes)."""
+    """The bytes of the largest leaf of `tree`."""
     return max(_sizes(tree), default=0)
 
 
 def _total(tree) -> int:
-    """The bytes of all leaves of `tree` (shapes and dtypes)."""
+    """The bytes of all leaves of `tree`."""
     return sum(_sizes(tree))
 
 
