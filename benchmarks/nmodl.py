@@ -28,8 +28,9 @@ and at the dendrite's end, and the soma's `cai`.
   its voltages are not compared), `bwd_euler`.
 
 Timed as in `benchmarks/forward.py` (one compiling call, then the median of
-interleaved calls). Each dtype runs in its own subprocess (x64 is global; the
-NEURON comparison is float64 only, as NEURON computes in double). The import
+interleaved calls). Each dtype runs in its own subprocess (x64 is global);
+NEURON, which computes in double, runs beside both, as in `forward.py`, so its
+`max |Δv|` against the float32 run is float32's rounding. The import
 times are of `load_nmodl` on one file in a fresh process, one row per file: the
 first call (which imports NEURON's NMODL front end and sympy), and a second
 call on the same file (parsing with the front end, analysis, code generation).
@@ -188,7 +189,7 @@ def build_jaxley(n_dend: int, t_max: float):
 
 
 def run(dtype_name: str, repeats: int, n_dend: int, t_max: float) -> dict:
-    """Time ours against NEURON (float64 only) and Jaxley where installed; one
+    """Time ours against NEURON and Jaxley where installed; one
     row: `forward.compare`'s, with Jaxley's `max |Δv|` removed (other
     equations) and NEURON's split into `neuron_max_dv` (the two voltages, mV)
     and `neuron_max_dcai_mm` (`compare` takes one maximum over all three
@@ -221,7 +222,7 @@ def run(dtype_name: str, repeats: int, n_dend: int, t_max: float) -> dict:
 
         jaxley = ("bwd_euler, own channels", theirs, (cell.get_parameters(),))
     neuron = None
-    if dtype_name == "float64" and have_neuron():
+    if have_neuron():
         nrn = NeuronCell(n_dend, t_max)
         neuron = ("fixed, secondorder=0, same .mod files", nrn.run)
     row = compare(

@@ -61,6 +61,12 @@ class FixedSteps(AbstractStepping):
     supports forward mode (where a `custom_vjp` would block `jax.jvp`) by running
     the safe solve only. `safe_gradient=False` differentiates the plain-first
     choice as it stands (both loops).
+
+    **Small float64 models** on the CPU (2–15 compartments, not a multiple of
+    4, a cable or point neurons) are stepped with decoupled copies of their
+    last compartment appended up to a multiple of 4, so that XLA vectorises
+    their rate functions (`lanes.py`, `docs/performance.md`); what `solve`
+    returns is the unpadded model's, bit for bit.
     """
 
     dt: float = eqx.field(static=True, converter=float)
