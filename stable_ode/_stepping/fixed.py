@@ -63,10 +63,10 @@ class FixedSteps(AbstractStepping):
     choice as it stands (both loops).
 
     **Small float64 models** on the CPU (2–15 compartments, not a multiple of
-    4, a cable or point neurons) are stepped with decoupled copies of their
-    last compartment appended up to a multiple of 4, so that XLA vectorises
-    their rate functions (`lanes.py`, `docs/performance.md`); what `solve`
-    returns is the unpadded model's, bit for bit.
+    4, mechanisms only, a cable or point neurons) are stepped with decoupled
+    copies of their last compartment appended up to a multiple of 4, so that
+    XLA vectorises their rate functions (`lanes.py`, `docs/performance.md`);
+    `solve` returns the unpadded model's samples and states.
     """
 
     dt: float = eqx.field(static=True, converter=float)

@@ -48,6 +48,29 @@ def test_branched_cells_are_not_padded():
     assert padded_compartments(model) is None
 
 
+def _points(synapse: bool):
+    """Three HH point neurons, a gap junction between the first and the last
+    (a cable in the order 0, 2, 1), and a synapse from the first to the
+    second if `synapse`."""
+    cells = [
+        so.Cell(f"n{i}", [so.Section("soma", 20.0, 20.0)], [so.Insert(so.HH())])
+        for i in range(3)
+    ]
+    sites = [so.Site(f"n{i}", "soma") for i in range(3)]
+    conns = [so.Connections(so.GapJunction(g=1e-3), [sites[0]], [sites[2]])]
+    if synapse:
+        conns.append(
+            so.Connections(so.IonotropicSynapse(gmax=5e-3), sites[:1], sites[1:2])
+        )
+    stim = so.StepCurrent(sites[0], 0.2, 0.5, 5.0)
+    return so.build(cells, [stim], [], conns, dtype=jnp.float64)
+
+
+def test_models_with_synapses_are_not_padded():
+    assert padded_compartments(_points(synapse=False)) == 4
+    assert padded_compartments(_points(synapse=True)) is None
+
+
 def _cell(recorded: bool):
     """A soma with `hh` (a group over one compartment, not padded) and a
     10-compartment dendrite, `pas` everywhere (a group over all 11, padded);
@@ -123,6 +146,17 @@ def test_padded_run_is_the_unpadded_run_bit_for_bit(plain_first, recorded):
     )
     if not plain_first:  # the diffrax solution, without the copies
         _assert_same(got.solution.ys, want.solution.ys)
+
+
+def test_padded_gap_junction_network_is_the_unpadded_one_bit_for_bit():
+    model = _points(synapse=False)
+    assert model.coupling.order is not None
+    padded, unpadded = _runs(model, so.FixedSteps(0.025))
+    y0 = model.init_state()
+    got = eqx.filter_jit(padded)(model, y0)
+    want = eqx.filter_jit(unpadded)(model, y0)
+    assert float(jnp.max(got.saved)) > 0.0  # the first cell spikes
+    _assert_same((got.saved, got.final_state), (want.saved, want.final_state))
 
 
 def test_padded_gradient_and_batch_are_the_unpadded_ones():
