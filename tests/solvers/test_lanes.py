@@ -96,14 +96,14 @@ def _cell(recorded: bool):
     )
 
 
-def _runs(model, stepping):
-    """`stepping`'s solve of `model` over 10 ms, padded and not (the private
-    `_solve` is the unpadded one), jitted."""
+def _runs(model, stepping, solver=so.BackwardEuler()):
+    """`stepping`'s solve of `model` over 10 ms with `solver`, padded and not
+    (the private `_solve` is the unpadded one)."""
     times = stepping.prepare(model, 0.0, 10.0)
     recorder = Recorder.of(model)
     args = (
         times,
-        so.BackwardEuler(),
+        solver,
         so.Checkpointing(),
         stepping.max_steps(0.0, 10.0),
         dfx.NoProgressMeter(),
@@ -146,6 +146,32 @@ def test_padded_run_is_the_unpadded_run_bit_for_bit(plain_first, recorded):
     )
     if not plain_first:  # the diffrax solution, without the copies
         _assert_same(got.solution.ys, want.solution.ys)
+
+
+@pytest.mark.parametrize(
+    "solver",
+    [so.CrankNicolson(), so.ExponentialEuler()],
+    ids=lambda s: type(s).__name__,
+)
+def test_other_solvers_padded_bit_for_bit(solver):
+    """CrankNicolson (TR-BDF2 steps at the stimulus edges) and exponential
+    Euler (point neurons, no axial coupling)."""
+    if isinstance(solver, so.ExponentialEuler):
+        cells = [
+            so.Cell(f"n{i}", [so.Section("soma", 20.0, 20.0)], [so.Insert(so.HH())])
+            for i in range(3)
+        ]
+        stim = so.StepCurrent(so.Site("n0", "soma"), 0.2, 0.5, 5.0)
+        model = so.build(cells, [stim], dtype=jnp.float64)
+    else:
+        model = _cell(recorded=True)
+    assert padded_compartments(model) is not None
+    padded, unpadded = _runs(model, so.FixedSteps(0.025), solver)
+    y0 = model.init_state()
+    got = eqx.filter_jit(padded)(model, y0)
+    want = eqx.filter_jit(unpadded)(model, y0)
+    assert float(jnp.max(got.saved)) > 0.0
+    _assert_same((got.saved, got.final_state), (want.saved, want.final_state))
 
 
 def test_padded_gap_junction_network_is_the_unpadded_one_bit_for_bit():
