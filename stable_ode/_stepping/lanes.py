@@ -13,9 +13,9 @@ tails; there padding costs more than it saves, measured.)
 
 `padded_compartments(model)` says when to pad and to how many compartments;
 `pad(model, y0, n)` appends copies of the last compartment, decoupled from
-the rest (no axial conductance to it, no stimulus, synapse or point process
-on it), to every per-compartment array and to every mechanism group that
-covers all compartments; `unpad_state` drops them again. The real
+the rest (no axial conductance to it, no stimulus on it), to every
+per-compartment array and to every mechanism group that covers all
+compartments; `unpad_state` drops them again. The real
 compartments' equations and their arithmetic are unchanged: the voltage
 system gains rows of its own (zero off-diagonals), and every rate and gate
 update is elementwise. Fixed steps only: an adaptive step size depends on an
