@@ -30,7 +30,7 @@ from .check import check_terms
 from .fallback import where_failed
 from .grid import grid_solve, GridConfig, safe, safe_solve
 from .guard import guard, missing_tolerances, NonFiniteGuard
-from .lanes import pad, padded_compartments, unpad_outcome
+from .lanes import on_lanes
 from .scan import grid_scan
 
 
@@ -145,16 +145,10 @@ class FixedSteps(AbstractStepping):
     def solve(
         self, model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
     ) -> Outcome:
-        to = padded_compartments(model)
-        if to is None:
-            return self._solve(
-                model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
-            )
-        out = self._solve(
-            *pad(model, y0, to), times, solver, adjoint, max_steps, progress_meter,
-            recorder,
+        return on_lanes(
+            self._solve,
+            model, y0, times, solver, adjoint, max_steps, progress_meter, recorder,
         )  # fmt: skip
-        return unpad_outcome(model, recorder, out)
 
     def _solve(
         self, model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
@@ -183,16 +177,10 @@ class FixedSteps(AbstractStepping):
         (`FixedSteps(plain_first=False)`), which is what `solve` returns then. So
         an eager call compiles the safe loop only if it needs it. Only where
         `runs_plain_first`."""
-        to = padded_compartments(model)
-        if to is None:
-            return self._solve_plain(
-                model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
-            )
-        out, ok = self._solve_plain(
-            *pad(model, y0, to), times, solver, adjoint, max_steps, progress_meter,
-            recorder,
+        return on_lanes(
+            self._solve_plain,
+            model, y0, times, solver, adjoint, max_steps, progress_meter, recorder,
         )  # fmt: skip
-        return unpad_outcome(model, recorder, out), ok
 
     def _solve_plain(
         self, model, y0, times, solver, adjoint, max_steps, progress_meter, recorder

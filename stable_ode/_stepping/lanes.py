@@ -42,7 +42,7 @@ from .._state import group_states
 from ..morphology._coupling import NoCoupling, TridiagonalCoupling
 
 
-VECTOR_BYTES = 32  # one AVX2 register: 4 float64s
+LANES = 4  # float64s in one AVX2 register (32 bytes)
 TINY_TRIP_COUNT = 16  # LLVM's: shorter loops are vectorised only without a tail
 
 
@@ -53,20 +53,16 @@ def padded_compartments(model: MembraneModel) -> int | None:
     (`TridiagonalCoupling`) or not at all (`NoCoupling`), with mechanisms
     only (no synapses or point processes), is padded to the next multiple
     of 4."""
-    if jax.default_backend() != "cpu":
+    if jax.default_backend() != "cpu" or model.dtype != jnp.float64:
         return None
-    itemsize = jnp.dtype(model.dtype).itemsize
-    if itemsize != 8:
-        return None
-    width = VECTOR_BYTES // itemsize
     n = model.n_compartments
-    if not 2 <= n < TINY_TRIP_COUNT or n % width == 0:
+    if not 2 <= n < TINY_TRIP_COUNT or n % LANES == 0:
         return None
     if not isinstance(model.coupling, (TridiagonalCoupling, NoCoupling)):
         return None
     if model.synapses or model.point_processes:
         return None  # see the module docstring
-    return -(-n // width) * width
+    return -(-n // LANES) * LANES
 
 
 def _extend(x, n: int, to: int):
@@ -189,3 +185,18 @@ def unpad_outcome(model: MembraneModel, recorder, out):
         final_state=unpad_state(model, out.final_state),
         solution=sol,
     )
+
+
+def on_lanes(solve, model: MembraneModel, y0: State, *args):
+    """`solve(model, y0, *args)` (a `FixedSteps` solve whose last argument is
+    the `Recorder`, returning an `Outcome` or `(Outcome, ok)`) run on `model`
+    padded where `padded_compartments` says so, its outcome without the
+    copies."""
+    to = padded_compartments(model)
+    if to is None:
+        return solve(model, y0, *args)
+    out = solve(*pad(model, y0, to), *args)
+    recorder = args[-1]
+    if isinstance(out, tuple):
+        return (unpad_outcome(model, recorder, out[0]), *out[1:])
+    return unpad_outcome(model, recorder, out)

@@ -11,6 +11,7 @@ import pytest
 from helpers import hh_cable
 
 import stable_ode as so
+import stable_ode._stepping.lanes as lanes
 from stable_ode._stepping._base import Recorder
 from stable_ode._stepping.lanes import padded_compartments
 
@@ -119,6 +120,21 @@ def _runs(model, stepping, solver=so.BackwardEuler()):
     return padded, unpadded
 
 
+@pytest.fixture
+def pad_calls(monkeypatch):
+    """The sizes `lanes.pad` pads to in this test (so that a comparison of
+    `solve` with `_solve` is known to compare a padded run)."""
+    calls = []
+
+    def counted(model, y0, to):
+        calls.append(to)
+        return pad(model, y0, to)
+
+    pad = lanes.pad
+    monkeypatch.setattr(lanes, "pad", counted)
+    return calls
+
+
 def _assert_same(a, b):
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         assert np.asarray(x).tobytes() == np.asarray(y).tobytes()
@@ -126,7 +142,7 @@ def _assert_same(a, b):
 
 @pytest.mark.parametrize("plain_first", [True, False])
 @pytest.mark.parametrize("recorded", [True, False])
-def test_padded_run_is_the_unpadded_run_bit_for_bit(plain_first, recorded):
+def test_padded_run_is_the_unpadded_run_bit_for_bit(plain_first, recorded, pad_calls):
     model = _cell(recorded)
     assert padded_compartments(model) == 12
     stepping = so.FixedSteps(0.025, plain_first=plain_first)
@@ -134,6 +150,7 @@ def test_padded_run_is_the_unpadded_run_bit_for_bit(plain_first, recorded):
     y0 = model.init_state()
     got = eqx.filter_jit(padded)(model, y0)
     want = eqx.filter_jit(unpadded)(model, y0)
+    assert pad_calls == [12]
     assert got.saved.shape == want.saved.shape
     assert got.saved.shape[1] == (2 if recorded else 11)
     assert jax.tree.map(jnp.shape, got.final_state) == jax.tree.map(
@@ -153,7 +170,7 @@ def test_padded_run_is_the_unpadded_run_bit_for_bit(plain_first, recorded):
     [so.CrankNicolson(), so.ExponentialEuler()],
     ids=lambda s: type(s).__name__,
 )
-def test_other_solvers_padded_bit_for_bit(solver):
+def test_other_solvers_padded_bit_for_bit(solver, pad_calls):
     """CrankNicolson (TR-BDF2 steps at the stimulus edges) and exponential
     Euler (point neurons, no axial coupling)."""
     if isinstance(solver, so.ExponentialEuler):
@@ -165,11 +182,13 @@ def test_other_solvers_padded_bit_for_bit(solver):
         model = so.build(cells, [stim], dtype=jnp.float64)
     else:
         model = _cell(recorded=True)
-    assert padded_compartments(model) is not None
+    to = padded_compartments(model)
+    assert to is not None
     padded, unpadded = _runs(model, so.FixedSteps(0.025), solver)
     y0 = model.init_state()
     got = eqx.filter_jit(padded)(model, y0)
     want = eqx.filter_jit(unpadded)(model, y0)
+    assert pad_calls == [to]
     assert float(jnp.max(got.saved)) > 0.0
     _assert_same((got.saved, got.final_state), (want.saved, want.final_state))
 
