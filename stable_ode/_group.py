@@ -55,6 +55,14 @@ class AbstractStateGroup(eqx.Module):
     def environment(self, model) -> Environment:
         """The `Environment` of this group's mechanism in `model`."""
 
+    def hoisted(self):
+        """This group with what its steps compute from its parameters alone
+        computed once: a solve calls it on every group before its step loop
+        (else XLA may compute such values again in every step, and, fused into
+        the gathers that read them, once per element that reads them).
+        Default: the group itself."""
+        return self
+
     def edges(self, dtype) -> Float[Array, " nedge"]:
         """Times (ms, in `dtype`) at which this group's current jumps at a time
         known before the run (a voltage clamp's level changes): fixed

@@ -8,7 +8,7 @@ parameter arrays, and vectorised stimuli. Its floating-point leaves
 what `jax.grad` and `jax.vmap` act on.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -122,6 +122,16 @@ class MembraneModel(eqx.Module):
         """Every group of states, in `State.groups` order: the mechanism groups,
         the synapse groups, then the point-process groups."""
         return self.mechanisms + self.synapses + self.point_processes
+
+    def hoisted(self) -> "MembraneModel":
+        """This model with every group's `hoisted` values (computed once per
+        solve, before its step loop; the same numbers)."""
+        return replace(
+            self,
+            mechanisms=tuple(g.hoisted() for g in self.mechanisms),
+            synapses=tuple(g.hoisted() for g in self.synapses),
+            point_processes=tuple(g.hoisted() for g in self.point_processes),
+        )
 
     def kinetics(
         self,

@@ -97,6 +97,7 @@ def steps_from(
 @eqx.debug.assert_max_traces(max_traces=None)  # counted: `eqx.debug.get_num_traces`
 def _solve_counted(stepping, model, y0, times, solver, adjoint, limits, recorder):
     max_steps, throw, progress_meter = limits
+    model = model.hoisted()
     out = _with_events(
         model,
         stepping.solve(
@@ -123,6 +124,7 @@ def _with_events(model, out):
 @eqx.debug.assert_max_traces(max_traces=None)
 def _solve_plain_counted(stepping, model, y0, times, solver, adjoint, limits, recorder):
     max_steps, _, progress_meter = limits
+    model = model.hoisted()
     out, ok = stepping.solve_plain(
         model, y0, times, solver, adjoint, max_steps, progress_meter, recorder
     )

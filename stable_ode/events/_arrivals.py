@@ -125,6 +125,9 @@ def build_arrivals(
 NONE = -1e30
 """The "no spike" time (ms) in the buffers: finite, so the states stay finite,
 and far enough in the past that `NONE + delay` is never delivered."""
+NEVER = 1e30
+"""The "no arrival yet" time (ms) of a NetCon: finite, as states must be, and
+later than any solve ends."""
 
 
 NETCON = "netcon:"
@@ -133,6 +136,14 @@ NETCON = "netcon:"
 CELL_NETCON = "cellnetcon:"
 """The prefix of the states a group keeps per NetCon from threshold sources
 (one per `CellArrivals` NetCon)."""
+NEXT = CELL_NETCON + "#next"
+"""The state in which a group receiving NetCons from threshold sources counts,
+per NetCon, its source's spikes whose arrival it has delivered
+(`CellArrivals.deliver`)."""
+ARRIVAL = CELL_NETCON + "#arrival"
+"""The state that holds, per NetCon from a threshold source, the time (ms) of
+its next arrival (its source's spike number `NEXT` plus its delay; `NEVER`
+until the source fires it)."""
 
 
 def is_time(t):
@@ -181,60 +192,119 @@ class CellArrivals(eqx.Module):
     delay: Float[Array, " m"]
     weight: Float[Array, " m"]
 
-    def deliver(self, states, spikes, parts, netcon_states=False):
-        """`states` with the arrivals of each of `parts` added: a part
-        `(t_lo, t_hi, t_at, closed, jump)` adds the arrivals in `(t_lo,
-        t_hi]` (`closed`) or `(t_lo, t_hi)` by `jump(entry, weight, age)`,
-        `age = t_at - arrival` (ms). `spikes`: the sources' ring buffer as
-        its columns (`ThresholdSources.columns`, one `(n,)` array per slot).
+    def init_next(self, dtype) -> dict:
+        """The per-NetCon states `NEXT` and `ARRIVAL` at the start: no spike
+        delivered, none pending."""
+        return {
+            NEXT: jnp.zeros(self.source.shape, dtype),
+            ARRIVAL: jnp.full(self.source.shape, NEVER, dtype),
+        }
 
-        A NetCon has at most one arrival in a delivery interval: two
-        crossings of one threshold are more than a step apart (the voltage
-        must be back at or below the threshold at a step's end in between),
-        and an interval is at most a step long (adaptive steps land on
-        every arrival). So `jump` is evaluated once per NetCon and part, on
-        `(m,)` arrays, and each state gets one scattered addition; should a
-        NetCon ever see two arrivals in one interval, its increment is NaN,
-        so the step is retried shorter (never a dropped event).
+    def pending(self, ring, count, k):
+        """The arrival time (ms, with its gradient) of each NetCon's `k`-th
+        spike (`k`: one per NetCon, counted from 0), `NEVER` where its source
+        has not fired that often. `ring`: the sources' ring buffer flattened
+        source by source (`(sources × pending,)`), `count`: each source's
+        spikes so far."""
+        slots = ring.shape[0] // count.shape[0]
+        k = jax.lax.stop_gradient(k).astype(jnp.int32)
+        s = ring[self.source * slots + jnp.mod(k, slots)]
+        fired = k < jax.lax.stop_gradient(count[self.source]).astype(jnp.int32)
+        return jnp.where(fired, s + self.delay, NEVER)
 
-        Everything before the scatters is elementwise over the NetCons (the
-        sum over a source's buffered spikes is unrolled), so XLA fuses it
-        into a few loops: on the CPU a step's cost is mostly the number of
-        kernels it runs.
+    def deliver(self, states, spikes, count, windows, netcon_states=False):
+        """`states` with the arrivals in each of `windows` added. A window
+        `(t_hi, closed, consume, jumps)` holds each NetCon's next undelivered
+        arrival (the `ARRIVAL` state) if it is at or before `t_hi` (`closed`)
+        or before it, and adds it by each `(t_at, jump)` of `jumps`:
+        `jump(entry, weight, age)`, `age = t_at - arrival` (ms). With
+        `consume`, those arrivals are delivered: the next window sees each
+        NetCon's following one (its source's next spike, `NEXT`, from the
+        ring buffer). `spikes`: the sources' ring buffer as its columns
+        (`ThresholdSources.columns`, one `(n,)` array per slot); `count`: each
+        source's spikes so far.
+
+        A NetCon has at most one arrival in a window: two crossings of one
+        threshold are more than a step apart (the voltage must be back at or
+        below the threshold at a step's end in between), and a window is at
+        most a step long (adaptive steps land on every arrival). So `jump` is
+        evaluated once per NetCon and window, on `(m,)` arrays, and each state
+        gets one scattered addition; should a NetCon's following arrival lie
+        in a consuming window too, its increments are NaN, so the step is
+        retried shorter (never a dropped event). A window that does not
+        consume is followed by one that does over the same interval.
+
+        The arrival times are states, read without a gather: a step's loops
+        over the NetCons are whole vectors, and the ring buffer is read only
+        where something changed (a source fired, an arrival was delivered;
+        `lax.cond`, so under `vmap` every step reads it).
 
         With `netcon_states`, `jump` takes a fourth argument, the event: `t`
         (the arrival time, ms) and the NetCons' own states (the group's states
         `cellnetcon:<name>`, one per NetCon, by `<name>`), and may return new
         values of them (keys `@<name>`), kept where a NetCon received."""
-        rows = jnp.stack(spikes)[:, self.source]  # one gather: (pending, m)
+        ring = jnp.stack(spikes, axis=1).reshape(-1)
+        out = dict(states)
+        # a source fired the spike a NetCon waits for: its arrival time
+        waiting = (out[NEXT] < count[self.source]) & (out[ARRIVAL] >= NEVER)
+
+        def fired(out):
+            new = self.pending(ring, count, out[NEXT])
+            return out | {ARRIVAL: jnp.where(waiting, new, out[ARRIVAL])}
+
+        out = jax.lax.cond(jnp.any(waiting), fired, dict, out)
+        for t_hi, closed, consume, jumps in windows:
+            arrival = out[ARRIVAL]
+            ta = jax.lax.stop_gradient(arrival)
+            hit = (ta <= t_hi) if closed else (ta < t_hi)
+            if not consume:
+                out = self._add(states, out, jumps, arrival, hit, None, netcon_states)
+                continue
+
+            def add(out, window=(t_hi, closed, jumps), arrival=arrival, hit=hit):
+                t_hi, closed, jumps = window
+                k = out[NEXT] + hit.astype(out[NEXT].dtype)
+                new = jnp.where(hit, self.pending(ring, count, k), arrival)
+                tn = jax.lax.stop_gradient(new)
+                twice = hit & ((tn <= t_hi) if closed else (tn < t_hi))
+                out = self._add(states, out, jumps, arrival, hit, twice, netcon_states)
+                return out | {NEXT: k, ARRIVAL: new}
+
+            # (most windows of most steps hold no arrival)
+            out = jax.lax.cond(jnp.any(hit), add, dict, out)
+        return out
+
+    def _add(self, states, out, jumps, arrival, hit, twice, netcon_states):
+        """`out` with the arrivals `arrival` (ms) of the NetCons that `hit`
+        added by each `(t_at, jump)` of `jumps` (`deliver`); NaN where a
+        NetCon's arrivals come `twice` (`None`: not checked). The NetCons'
+        own states are read from `states`."""
         total: dict = {}
-        new_states: dict = {}
-        for t_lo, t_hi, t_at, closed, jump in parts:
-            count, arrival = self.hits(rows, t_lo, t_hi, closed)
-            hit = count > 0
+        for t_at, jump in jumps:
             age = jnp.where(hit, t_at - arrival, 0.0)
             if netcon_states:
                 event = {"t": jnp.where(hit, arrival, t_at)}
                 event |= {
                     k[len(CELL_NETCON) :]: x
                     for k, x in states.items()
-                    if k.startswith(CELL_NETCON)
+                    if k.startswith(CELL_NETCON) and k not in (NEXT, ARRIVAL)
                 }
                 incs = jump(self.entry, self.weight, age, event)
             else:
                 incs = jump(self.entry, self.weight, age)
-            for k, inc in incs.items():
-                if k.startswith("@"):  # a NetCon's own state: its new value
-                    key = CELL_NETCON + k[1:]
-                    new = jnp.where(hit, inc.astype(states[key].dtype), states[key])
-                    new_states[key] = jnp.where(count > 1, jnp.nan, new)
+            for key, inc in incs.items():
+                if key.startswith("@"):  # a NetCon's own state: its new value
+                    key = CELL_NETCON + key[1:]
+                    old = states[key]
+                    new = jnp.where(hit, inc.astype(old.dtype), old)
+                    out[key] = new if twice is None else jnp.where(twice, jnp.nan, new)
                     continue
                 inc = jnp.where(hit, inc, jnp.zeros_like(inc))
-                inc = jnp.where(count > 1, jnp.nan, inc)
-                total[k] = inc if k not in total else total[k] + inc
-        out = dict(states) | new_states
-        for k, inc in total.items():
-            out[k] = out[k].at[self.entry].add(inc.astype(out[k].dtype))
+                if twice is not None:
+                    inc = jnp.where(twice, jnp.nan, inc)
+                total[key] = inc if key not in total else total[key] + inc
+        for key, inc in total.items():
+            out[key] = out[key].at[self.entry].add(inc.astype(out[key].dtype))
         return out
 
     def hits(self, rows, t_lo, t_hi, closed: bool):

@@ -3,9 +3,11 @@ upwards (NEURON's `NetCon(sec(x)._ref_v, target, threshold, delay, weight)`).
 
 `ThresholdSources` is one state group for all sources of a model. Each source
 keeps a fixed-size ring buffer of its `pending` most recent spike times (its
-`spikes` state), so memory does not grow with the simulated time and a step's
-delivery costs `O(netcons × pending)` elementwise work and `O(netcons)`
-scattered additions, not `O(netcons × max_delay / dt)`.
+`spikes` state), so memory does not grow with the simulated time. Each NetCon
+holds the time of its next arrival as a state of its target's group, read
+from the ring buffer only when its source fires or the arrival is delivered,
+so a step's delivery costs `O(netcons)` elementwise work and scattered
+additions, not `O(netcons × max_delay / dt)`.
 A crossing is located within the step by linear interpolation of `v` between
 the step's start and end, `t0 + (t1 - t0)·(threshold - v0)/(v1 - v0)`, a
 differentiable function of the step's states (so a spike time carries the

@@ -30,7 +30,7 @@ from .._results import RESULTS
 from .._solver._wrapped import AbstractWrappedSolver
 from .._state import group_states, State
 from .._term import membrane_term
-from ._arrivals import Arrivals, is_time, just_before
+from ._arrivals import Arrivals, is_time
 from ._groups import AbstractArrivalGroup, AbstractPointProcessGroup
 from ._sources import FIRE_N, SpikeLog, ThresholdSources
 
@@ -54,6 +54,14 @@ def _spikes(model, y: State):
     for g, x in zip(model.groups, y.groups):
         if isinstance(g, ThresholdSources):
             return g.columns(x)
+    return None
+
+
+def _fired(model, y: State):
+    """The threshold sources' spike counts in `y` (`(n,)`), or `None`."""
+    for g, x in zip(model.groups, y.groups):
+        if isinstance(g, ThresholdSources):
+            return x["count"]
     return None
 
 
@@ -97,7 +105,7 @@ class EventSteps(AbstractWrappedSolver):
         start, in `deliver_at_start`.)"""
         _, t_start = solver_state
         span = self.span
-        ring0 = _spikes(model, y0)
+        ring0, count0 = _spikes(model, y0), _fired(model, y0)
         ionic = any(_clocked(g) and uses_ions(g) for g in model.point_processes)
         views = model.ion_views(y0.v, y0.groups) if ionic else None
 
@@ -108,12 +116,15 @@ class EventSteps(AbstractWrappedSolver):
             cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
             if cell is None or ring0 is None:
                 return y
-            t_lo = jnp.maximum(x["t_delivered"][0], just_before(t_start))
-            parts = [(t_lo, t0, t0, True, g.jump)]
-            if g.in_step:  # the mean over the step of those inside it
-                parts.append((t_lo, t0, t0, True, g.onset_jump(t1 - t0)))
-                parts.append((t0, t1, t1, False, g.in_step_jump(t1 - t0)))
-            return cell.deliver(y, ring0, parts, g.netcon_states)
+            # those at t0 (delivered), then the mean over the step of those
+            # inside it (delivered after the step)
+            at_t0 = [(t0, g.jump)]
+            if g.in_step:
+                at_t0.append((t0, g.onset_jump(t1 - t0)))
+            windows = [(t0, True, True, at_t0)]
+            if g.in_step:
+                windows.append((t1, False, False, [(t1, g.in_step_jump(t1 - t0))]))
+            return cell.deliver(y, ring0, count0, windows, g.netcon_states)
 
         def before(g, x):
             y = deliver(g, x)
@@ -135,7 +146,7 @@ class EventSteps(AbstractWrappedSolver):
         )
         v1 = y1.v
         y1 = _detect(model, t0, t1, y0.v, y1)
-        ring1 = _spikes(model, y1)
+        ring1, count1 = _spikes(model, y1), _fired(model, y1)
         # the ions at the step's end, for point processes that use them
         ionic = any(uses_ions(g) for g in model.point_processes)
         views = model.ion_views(v1, y1.groups) if ionic else None
@@ -154,8 +165,8 @@ class EventSteps(AbstractWrappedSolver):
             cell = g.cell_arrivals() if isinstance(g, AbstractArrivalGroup) else None
             if cell is None or ring1 is None:
                 return y
-            part = (x["t_delivered"][0], t1, t1, False, g.jump)
-            y = cell.deliver(y, ring1, [part], g.netcon_states)
+            window = (t1, False, True, [(t1, g.jump)])
+            y = cell.deliver(y, ring1, count1, [window], g.netcon_states)
             return g.with_current(v1, y, ions)
 
         y1 = _emit(model, _hook(model, y1, after))

@@ -2,6 +2,7 @@
 `Exp2Syn` (NEURON's equations; delivery by `AbstractArrivalGroup`'s hooks,
 `stable_ode.events._groups`)."""
 
+import abc
 from typing import ClassVar
 
 import equinox as eqx
@@ -9,7 +10,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from ..mechanisms import Relaxation
-from ._arrivals import Arrivals, CellArrivals
+from ._arrivals import ARRIVAL, Arrivals, CellArrivals, NEXT
 from ._groups import _T_NONE, AbstractArrivalGroup, Held
 
 
@@ -30,6 +31,52 @@ class AbstractBuiltinSynapse(AbstractArrivalGroup):
     def derived(self):
         return ("i",)
 
+    def delivery_states(self, z):
+        """The states every instance starts with besides its conductances
+        (`z`: zeros, one per instance), and the per-NetCon count of delivered
+        spikes (`NEXT`) if threshold sources drive it."""
+        out = {"t_delivered": jnp.full_like(z, _T_NONE), "i": z, "x": z}
+        return out if self.cell is None else out | self.cell.init_next(z.dtype)
+
+    def held(self, states) -> dict:
+        """The `Held` kinetics of the states `delivery_states` adds."""
+        held = ("t_delivered", "i", "x", NEXT, ARRIVAL)
+        return {k: Held() for k in held if k in states}
+
+    @abc.abstractmethod
+    def parameters(self) -> dict[str, Array]:
+        """The per-synapse values the jumps and kinetics read (time constants,
+        ms; a normalisation), computed from the fields."""
+
+    hoisted_parameters: eqx.AbstractVar[dict[str, Array] | None]
+    """`parameters()` as a solve computed them before its step loop, or `None`."""
+    at_netcons: eqx.AbstractVar[dict[str, Array] | None]
+    """`parameters()` at each NetCon of `cell` (its synapse's), computed before
+    the step loop, or `None`: a step then reads no gathered parameter, and its
+    loops over the NetCons are whole vectors."""
+
+    def hoisted(self):
+        p = self.parameters()
+        cell = self.cell
+        at = None if cell is None else {k: x[cell.entry] for k, x in p.items()}
+        return eqx.tree_at(
+            lambda g: (g.hoisted_parameters, g.at_netcons),
+            self,
+            (p, at),
+            is_leaf=lambda x: x is None,
+        )
+
+    def parameters_at(self, entry=None) -> dict[str, Array]:
+        """`parameters()` (hoisted if they are), at the synapses `entry`
+        (`None`: all of them); at the NetCons of `cell` without a gather once
+        hoisted."""
+        if entry is None:
+            p = self.hoisted_parameters
+            return self.parameters() if p is None else p
+        if self.at_netcons is not None and entry is self.cell.entry:
+            return self.at_netcons
+        return {k: x[entry] for k, x in self.parameters_at().items()}
+
 
 class ExpSynGroup(AbstractBuiltinSynapse):
     """`ExpSyn`s, vectorised (`tau` ms, `e` mV: shape `(n,)`); states `g`
@@ -44,25 +91,26 @@ class ExpSynGroup(AbstractBuiltinSynapse):
     cell: CellArrivals | None
     names: tuple[str, ...] = eqx.field(static=True)
     kind: str = eqx.field(static=True, default="ExpSyn")
+    hoisted_parameters: dict[str, Array] | None = None
+    at_netcons: dict[str, Array] | None = None
 
     in_step: ClassVar[bool] = True
 
+    def parameters(self):
+        return {"tau": self.tau}
+
     def jump(self, entry, w, age):
-        return {"g": w * jnp.exp(-age / self.tau[entry])}
+        return {"g": w * jnp.exp(-age / self.parameters_at(entry)["tau"])}
 
     def average(self, entry, w, age, dt):
-        tau = self.tau[entry]
+        tau = self.parameters_at(entry)["tau"]
         return w * tau * -jnp.expm1(-age / tau) / dt
 
     def kinetics(self, model, v, states):
         del model, v
         g = states["g"]
-        return {
-            "g": Relaxation(inf=jnp.zeros_like(g), rate=1.0 / self.tau),
-            "t_delivered": Held(),
-            "i": Held(),
-            "x": Held(),
-        }
+        rate = 1.0 / self.parameters_at()["tau"]
+        return {"g": Relaxation(inf=jnp.zeros_like(g), rate=rate)} | self.held(states)
 
     def current(self, model, v, states):
         del model
@@ -70,7 +118,7 @@ class ExpSynGroup(AbstractBuiltinSynapse):
 
     def init_states(self, model, v):
         z = jnp.zeros_like(self.tau)
-        return {"g": z, "t_delivered": jnp.full_like(z, _T_NONE), "i": z, "x": z}
+        return {"g": z} | self.delivery_states(z)
 
 
 def _exp2_taus(tau1, tau2):
@@ -97,35 +145,37 @@ class Exp2SynGroup(AbstractBuiltinSynapse):
     cell: CellArrivals | None
     names: tuple[str, ...] = eqx.field(static=True)
     kind: str = eqx.field(static=True, default="Exp2Syn")
+    hoisted_parameters: dict[str, Array] | None = None
+    at_netcons: dict[str, Array] | None = None
 
     in_step: ClassVar[bool] = True
 
-    def jump(self, entry, w, age):
+    def parameters(self):
+        """The effective `tau1` and `tau2` (ms) and the peak normalisation
+        `factor` of NEURON's INITIAL block."""
         tau1, factor = _exp2_taus(self.tau1, self.tau2)
-        a = w * factor[entry]
-        return {
-            "A": a * jnp.exp(-age / tau1[entry]),
-            "B": a * jnp.exp(-age / self.tau2[entry]),
-        }
+        return {"tau1": tau1, "tau2": self.tau2, "factor": factor}
+
+    def jump(self, entry, w, age):
+        p = self.parameters_at(entry)
+        a = w * p["factor"]
+        return {"A": a * jnp.exp(-age / p["tau1"]), "B": a * jnp.exp(-age / p["tau2"])}
 
     def average(self, entry, w, age, dt):
-        tau1, factor = _exp2_taus(self.tau1, self.tau2)
-        t1, t2 = tau1[entry], self.tau2[entry]
+        p = self.parameters_at(entry)
+        t1, t2 = p["tau1"], p["tau2"]
         mean_b = t2 * -jnp.expm1(-age / t2)
         mean_a = t1 * -jnp.expm1(-age / t1)
-        return w * factor[entry] * (mean_b - mean_a) / dt
+        return w * p["factor"] * (mean_b - mean_a) / dt
 
     def kinetics(self, model, v, states):
         del model, v
-        tau1, _ = _exp2_taus(self.tau1, self.tau2)
+        p = self.parameters_at()
         z = jnp.zeros_like(states["A"])
         return {
-            "A": Relaxation(inf=z, rate=1.0 / tau1),
-            "B": Relaxation(inf=z, rate=1.0 / self.tau2),
-            "t_delivered": Held(),
-            "i": Held(),
-            "x": Held(),
-        }
+            "A": Relaxation(inf=z, rate=1.0 / p["tau1"]),
+            "B": Relaxation(inf=z, rate=1.0 / p["tau2"]),
+        } | self.held(states)
 
     def current(self, model, v, states):
         del model
@@ -134,5 +184,4 @@ class Exp2SynGroup(AbstractBuiltinSynapse):
 
     def init_states(self, model, v):
         z = jnp.zeros_like(self.tau2)
-        t = jnp.full_like(z, _T_NONE)
-        return {"A": z, "B": z, "t_delivered": t, "i": z, "x": z}
+        return {"A": z, "B": z} | self.delivery_states(z)

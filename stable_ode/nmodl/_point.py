@@ -199,6 +199,8 @@ class AbstractNmodlPointGroup(AbstractArrivalGroup):
         if sp.vector and self.cell is not None:
             c = self.cell
             out |= self._receive_initial(CELL_NETCON, c.entry, c.weight, model.celsius)
+        if self.cell is not None:
+            out |= self.cell.init_next(vi.dtype)
         return self.with_current(v, out, ions)
 
     def _initial(self, model, v, ions=None):

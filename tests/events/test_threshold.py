@@ -32,7 +32,7 @@ import pytest
 from events_neuron import run
 
 import stable_ode as so
-from stable_ode.events._arrivals import CellArrivals, just_before, NONE
+from stable_ode.events._arrivals import CellArrivals, just_before, NEXT, NONE
 from stable_ode.events._sources import SpikeLog, ThresholdSources
 from stable_ode.events._stepping import event_outcome
 
@@ -168,7 +168,7 @@ def test_overflow_is_reported():
 
 def test_two_arrivals_of_one_netcon_in_one_interval_are_not_merged():
     """`CellArrivals.deliver` evaluates one arrival per NetCon and interval
-    (two crossings of a threshold are more than a step apart): should two
+    (two crossings of a threshold are more than a step apart), and only once: should two
     arrive in one interval anyway, the increment is NaN (the step is then
     retried shorter), never one delivery for both; one gives its jump."""
     arrivals = CellArrivals(
@@ -181,12 +181,16 @@ def test_two_arrivals_of_one_netcon_in_one_interval_are_not_merged():
     def jump(entry, w, age):
         return {"g": w * jnp.exp(-age)}
 
-    states = {"g": jnp.zeros(2)}
+    states = {"g": jnp.zeros(2)} | arrivals.init_next(jnp.float64)
+    window = [(2.5, True, True, [(2.5, jump)])]  # up to 2.5, delivered there
     one = (jnp.asarray([1.0]), jnp.asarray([NONE]))
-    out = arrivals.deliver(states, one, [(1.5, 2.5, 2.5, True, jump)])
+    out = arrivals.deliver(states, one, jnp.asarray([1.0]), window)
     np.testing.assert_allclose(out["g"], [0.5 * np.exp(-0.5), 0.0])
-    two = (jnp.asarray([1.0]), jnp.asarray([1.2]))  # both arrive in (1.5, 2.5]
-    out = arrivals.deliver(states, two, [(1.5, 2.5, 2.5, True, jump)])
+    np.testing.assert_array_equal(out[NEXT], [1.0, 0.0])  # the first delivered
+    again = arrivals.deliver(out, one, jnp.asarray([1.0]), window)
+    np.testing.assert_array_equal(again["g"], out["g"])  # and not again
+    two = (jnp.asarray([1.0]), jnp.asarray([1.2]))  # both arrive by 2.5
+    out = arrivals.deliver(states, two, jnp.asarray([2.0]), window)
     assert np.isnan(out["g"][0]) and out["g"][1] == 0.0
 
 
