@@ -20,6 +20,7 @@ time, and `simulate` reports `RESULTS.event_overflow`.
 sources into one synapse group.
 """
 
+import functools
 import math
 
 import equinox as eqx
@@ -150,7 +151,12 @@ class SpikeLog(AbstractNoCurrentGroup):
         """`states` with the crossings `cross` at `tc` (ms) of the sources,
         which had fired `count` times before. Costs `O(recordings)`: one
         slot per recording is written, and a lost spike is noted in the
-        `overflow` of the recording's first slot."""
+        `overflow` of the recording's first slot; nothing in the steps
+        without a crossing (most; `lax.cond`)."""
+        written = functools.partial(self._write, cross=cross, tc=tc, count=count)
+        return jax.lax.cond(jnp.any(cross), written, dict, dict(states))
+
+    def _write(self, states, cross, tc, count):
         c = self.max_spikes
         hit = cross[self.source]
         k = count[self.source].astype(jnp.int32)
