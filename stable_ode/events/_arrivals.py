@@ -150,6 +150,11 @@ def is_time(t):
     return t > 0.5 * NONE
 
 
+FEW = 8
+"""Up to this many arrivals in a delivery window, `CellArrivals` evaluates the
+jumps on those arrivals alone (more: on every NetCon)."""
+
+
 NEAR_ULPS = 16
 
 
@@ -278,33 +283,61 @@ class CellArrivals(eqx.Module):
         """`out` with the arrivals `arrival` (ms) of the NetCons that `hit`
         added by each `(t_at, jump)` of `jumps` (`deliver`); NaN where a
         NetCon's arrivals come `twice` (`None`: not checked). The NetCons'
-        own states are read from `states`."""
+        own states are read from `states`.
+
+        Up to `FEW` arrivals (most windows hold one or none) are first taken
+        from the NetCons (`lax.top_k`), so that the jumps are evaluated on
+        those alone; more, on every NetCon; none, not at all."""
+        args = (states, jumps, arrival, hit, twice, netcon_states)
+        if hit.shape[0] <= 4 * FEW:
+            return self._add_at(None, out, *args)
+
+        def few(out):
+            _, at = jax.lax.top_k(hit.astype(jnp.float32), FEW)
+            return self._add_at(at.astype(jnp.int32), out, *args)
+
+        def every(out):
+            return self._add_at(None, out, *args)
+
+        count = jnp.sum(hit)
+        branch = jnp.where(count == 0, 0, jnp.where(count <= FEW, 1, 2))
+        return jax.lax.switch(branch, (dict, few, every), out)
+
+    def _add_at(self, at, out, states, jumps, arrival, hit, twice, netcon_states):
+        """`_add` for the NetCons `at` (distinct; `None`: all of them)."""
+
+        def pick(x):
+            return x if at is None else x[at]
+
+        entry, weight, arrival, hit = map(pick, (self.entry, self.weight, arrival, hit))
+        twice = None if twice is None else pick(twice)
         total: dict = {}
         for t_at, jump in jumps:
             age = jnp.where(hit, t_at - arrival, 0.0)
             if netcon_states:
                 event = {"t": jnp.where(hit, arrival, t_at)}
                 event |= {
-                    k[len(CELL_NETCON) :]: x
+                    k[len(CELL_NETCON) :]: pick(x)
                     for k, x in states.items()
                     if k.startswith(CELL_NETCON) and k not in (NEXT, ARRIVAL)
                 }
-                incs = jump(self.entry, self.weight, age, event)
+                incs = jump(entry, weight, age, event)
             else:
-                incs = jump(self.entry, self.weight, age)
+                incs = jump(entry, weight, age)
             for key, inc in incs.items():
                 if key.startswith("@"):  # a NetCon's own state: its new value
                     key = CELL_NETCON + key[1:]
-                    old = states[key]
+                    old = pick(states[key])
                     new = jnp.where(hit, inc.astype(old.dtype), old)
-                    out[key] = new if twice is None else jnp.where(twice, jnp.nan, new)
+                    new = new if twice is None else jnp.where(twice, jnp.nan, new)
+                    out[key] = new if at is None else states[key].at[at].set(new)
                     continue
                 inc = jnp.where(hit, inc, jnp.zeros_like(inc))
                 if twice is not None:
                     inc = jnp.where(twice, jnp.nan, inc)
                 total[key] = inc if key not in total else total[key] + inc
         for key, inc in total.items():
-            out[key] = out[key].at[self.entry].add(inc.astype(out[key].dtype))
+            out[key] = out[key].at[entry].add(inc.astype(out[key].dtype))
         return out
 
     def hits(self, rows, t_lo, t_hi, closed: bool):
