@@ -22,6 +22,12 @@ from jaxtyping import Array, Float, Int
 _SPANS = tuple(1e-9 * 2.0**k for k in range(64))
 
 
+def _flat(columns):
+    """The ring buffer's columns (`ThresholdSources.columns`) as one array,
+    source by source: `(sources × pending,)` spike times (ms)."""
+    return jnp.stack(columns, axis=1).reshape(-1)
+
+
 def window_table(times: np.ndarray) -> tuple[int, ...]:
     """`table[k]`: the largest number of `times` in a closed interval of length
     `_SPANS[k]` ms (at least 1)."""
@@ -217,7 +223,7 @@ class CellArrivals(eqx.Module):
         fired = k < jax.lax.stop_gradient(count[self.source]).astype(jnp.int32)
         return jnp.where(fired, s + self.delay, NEVER)
 
-    def deliver(self, states, spikes, count, windows, netcon_states=False):
+    def deliver(self, states, spikes, count, windows, netcon_states=False, fired=True):
         """`states` with the arrivals in each of `windows` added. A window
         `(t_hi, closed, consume, jumps)` holds each NetCon's next undelivered
         arrival (the `ARRIVAL` state) if it is at or before `t_hi` (`closed`)
@@ -227,7 +233,9 @@ class CellArrivals(eqx.Module):
         NetCon's following one (its source's next spike, `NEXT`, from the
         ring buffer). `spikes`: the sources' ring buffer as its columns
         (`ThresholdSources.columns`, one `(n,)` array per slot); `count`: each
-        source's spikes so far.
+        source's spikes so far; `fired`: whether a source may have fired since
+        the last delivery (`False`: none did; `True` or a traced boolean: the
+        NetCons that wait for a spike read it from the ring buffer).
 
         A NetCon has at most one arrival in a window: two crossings of one
         threshold are more than a step apart (the voltage must be back at or
@@ -248,16 +256,20 @@ class CellArrivals(eqx.Module):
         (the arrival time, ms) and the NetCons' own states (the group's states
         `cellnetcon:<name>`, one per NetCon, by `<name>`), and may return new
         values of them (keys `@<name>`), kept where a NetCon received."""
-        ring = jnp.stack(spikes, axis=1).reshape(-1)
         out = dict(states)
-        # a source fired the spike a NetCon waits for: its arrival time
-        waiting = (out[NEXT] < count[self.source]) & (out[ARRIVAL] >= NEVER)
+        if fired is not False:
 
-        def fired(out):
-            new = self.pending(ring, count, out[NEXT])
-            return out | {ARRIVAL: jnp.where(waiting, new, out[ARRIVAL])}
+            def refresh(out):
+                # a source fired the spike a NetCon waits for: its arrival time
+                waiting = (out[NEXT] < count[self.source]) & (out[ARRIVAL] >= NEVER)
+                new = self.pending(_flat(spikes), count, out[NEXT])
+                return out | {ARRIVAL: jnp.where(waiting, new, out[ARRIVAL])}
 
-        out = jax.lax.cond(jnp.any(waiting), fired, dict, out)
+            out = (
+                refresh(out)
+                if fired is True
+                else jax.lax.cond(fired, refresh, dict, out)
+            )
         for t_hi, closed, consume, jumps in windows:
             arrival = out[ARRIVAL]
             ta = jax.lax.stop_gradient(arrival)
@@ -269,7 +281,7 @@ class CellArrivals(eqx.Module):
             def add(out, window=(t_hi, closed, jumps), arrival=arrival, hit=hit):
                 t_hi, closed, jumps = window
                 k = out[NEXT] + hit.astype(out[NEXT].dtype)
-                new = jnp.where(hit, self.pending(ring, count, k), arrival)
+                new = jnp.where(hit, self.pending(_flat(spikes), count, k), arrival)
                 tn = jax.lax.stop_gradient(new)
                 twice = hit & ((tn <= t_hi) if closed else (tn < t_hi))
                 out = self._add(states, out, jumps, arrival, hit, twice, netcon_states)

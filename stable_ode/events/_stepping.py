@@ -124,7 +124,9 @@ class EventSteps(AbstractWrappedSolver):
             windows = [(t0, True, True, at_t0)]
             if g.in_step:
                 windows.append((t1, False, False, [(t1, g.in_step_jump(t1 - t0))]))
-            return cell.deliver(y, ring0, count0, windows, g.netcon_states)
+            # (new spikes since the last delivery: only from artificial cells)
+            fired = any(FIRE_N in z for z in y0.groups)
+            return cell.deliver(y, ring0, count0, windows, g.netcon_states, fired)
 
         def before(g, x):
             y = deliver(g, x)
@@ -147,6 +149,7 @@ class EventSteps(AbstractWrappedSolver):
         v1 = y1.v
         y1 = _detect(model, t0, t1, y0.v, y1)
         ring1, count1 = _spikes(model, y1), _fired(model, y1)
+        fired = None if count1 is None else jnp.any(count1 != _fired(model, y0))
         # the ions at the step's end, for point processes that use them
         ionic = any(uses_ions(g) for g in model.point_processes)
         views = model.ion_views(v1, y1.groups) if ionic else None
@@ -166,7 +169,7 @@ class EventSteps(AbstractWrappedSolver):
             if cell is None or ring1 is None:
                 return y
             window = (t1, False, True, [(t1, g.jump)])
-            y = cell.deliver(y, ring1, count1, [window], g.netcon_states)
+            y = cell.deliver(y, ring1, count1, [window], g.netcon_states, fired)
             return g.with_current(v1, y, ions)
 
         y1 = _emit(model, _hook(model, y1, after))
