@@ -211,17 +211,20 @@ class CellArrivals(eqx.Module):
             ARRIVAL: jnp.full(self.source.shape, NEVER, dtype),
         }
 
-    def pending(self, ring, count, k):
+    def pending(self, ring, count, k, at=None):
         """The arrival time (ms, with its gradient) of each NetCon's `k`-th
         spike (`k`: one per NetCon, counted from 0), `NEVER` where its source
-        has not fired that often. `ring`: the sources' ring buffer flattened
-        source by source (`(sources × pending,)`), `count`: each source's
-        spikes so far."""
+        has not fired that often; of the NetCons `at` only, if given. `ring`:
+        the sources' ring buffer flattened source by source (`(sources ×
+        pending,)`), `count`: each source's spikes so far."""
+        source, delay = (self.source, self.delay) if at is None else (
+            self.source[at], self.delay[at]
+        )  # fmt: skip
         slots = ring.shape[0] // count.shape[0]
         k = jax.lax.stop_gradient(k).astype(jnp.int32)
-        s = ring[self.source * slots + jnp.mod(k, slots)]
-        fired = k < jax.lax.stop_gradient(count[self.source]).astype(jnp.int32)
-        return jnp.where(fired, s + self.delay, NEVER)
+        s = ring[source * slots + jnp.mod(k, slots)]
+        fired = k < jax.lax.stop_gradient(count[source]).astype(jnp.int32)
+        return jnp.where(fired, s + delay, NEVER)
 
     def deliver(self, states, spikes, count, windows, netcon_states=False, fired=True):
         """`states` with the arrivals in each of `windows` added. A window
@@ -274,33 +277,22 @@ class CellArrivals(eqx.Module):
             arrival = out[ARRIVAL]
             ta = jax.lax.stop_gradient(arrival)
             hit = (ta <= t_hi) if closed else (ta < t_hi)
-            if not consume:
-                out = self._add(states, out, jumps, arrival, hit, None, netcon_states)
-                continue
-
-            def add(out, window=(t_hi, closed, jumps), arrival=arrival, hit=hit):
-                t_hi, closed, jumps = window
-                k = out[NEXT] + hit.astype(out[NEXT].dtype)
-                new = jnp.where(hit, self.pending(_flat(spikes), count, k), arrival)
-                tn = jax.lax.stop_gradient(new)
-                twice = hit & ((tn <= t_hi) if closed else (tn < t_hi))
-                out = self._add(states, out, jumps, arrival, hit, twice, netcon_states)
-                return out | {NEXT: k, ARRIVAL: new}
-
-            # (most windows of most steps hold no arrival)
-            out = jax.lax.cond(jnp.any(hit), add, dict, out)
+            due = (t_hi, closed, spikes, count) if consume else None
+            out = self._add(states, out, jumps, arrival, hit, due, netcon_states)
         return out
 
-    def _add(self, states, out, jumps, arrival, hit, twice, netcon_states):
+    def _add(self, states, out, jumps, arrival, hit, due, netcon_states):
         """`out` with the arrivals `arrival` (ms) of the NetCons that `hit`
-        added by each `(t_at, jump)` of `jumps` (`deliver`); NaN where a
-        NetCon's arrivals come `twice` (`None`: not checked). The NetCons'
-        own states are read from `states`.
+        added by each `(t_at, jump)` of `jumps` (`deliver`). With `due =
+        (t_hi, closed, spikes, count)` they are delivered: each such NetCon's
+        `NEXT` and `ARRIVAL` move on to its source's next spike, and should
+        that arrival lie in the window too, the NetCon's increments are NaN.
+        The NetCons' own states are read from `states`.
 
         Up to `FEW` arrivals (most windows hold one or none) are first taken
         from the NetCons (`lax.top_k`), so that the jumps are evaluated on
         those alone; more, on every NetCon; none, not at all."""
-        args = (states, jumps, arrival, hit, twice, netcon_states)
+        args = (states, jumps, arrival, hit, due, netcon_states)
         if hit.shape[0] <= 4 * FEW:
             return self._add_at(None, out, *args)
 
@@ -315,14 +307,24 @@ class CellArrivals(eqx.Module):
         branch = jnp.where(count == 0, 0, jnp.where(count <= FEW, 1, 2))
         return jax.lax.switch(branch, (dict, few, every), out)
 
-    def _add_at(self, at, out, states, jumps, arrival, hit, twice, netcon_states):
+    def _add_at(self, at, out, states, jumps, arrival, hit, due, netcon_states):
         """`_add` for the NetCons `at` (distinct; `None`: all of them)."""
 
         def pick(x):
             return x if at is None else x[at]
 
+        def put(key, x):
+            return x if at is None else out[key].at[at].set(x)
+
         entry, weight, arrival, hit = map(pick, (self.entry, self.weight, arrival, hit))
-        twice = None if twice is None else pick(twice)
+        twice = None
+        if due is not None:  # each NetCon's following arrival
+            t_hi, closed, spikes, count = due
+            k = pick(out[NEXT]) + hit.astype(out[NEXT].dtype)
+            following = self.pending(_flat(spikes), count, k, at)
+            following = jnp.where(hit, following, arrival)
+            tn = jax.lax.stop_gradient(following)
+            twice = hit & ((tn <= t_hi) if closed else (tn < t_hi))
         total: dict = {}
         for t_at, jump in jumps:
             age = jnp.where(hit, t_at - arrival, 0.0)
@@ -350,6 +352,8 @@ class CellArrivals(eqx.Module):
                 total[key] = inc if key not in total else total[key] + inc
         for key, inc in total.items():
             out[key] = out[key].at[entry].add(inc.astype(out[key].dtype))
+        if due is not None:
+            out[NEXT], out[ARRIVAL] = put(NEXT, k), put(ARRIVAL, following)
         return out
 
     def hits(self, rows, t_lo, t_hi, closed: bool):

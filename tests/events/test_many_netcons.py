@@ -29,29 +29,43 @@ def _jump(entry, w, age):
 
 @pytest.mark.parametrize("arrivals", [0, 3, 8, 12])
 def test_few_arrivals_equal_every_netcon(arrivals):
-    """`_add` with 0, 3, `FEW` and more arrivals among 40 NetCons equals the
-    evaluation on every NetCon, including the NaN of a NetCon whose arrivals
-    come twice."""
-    m = 40
+    """`_add` with 0, 3, `FEW` and more arrivals among 40 NetCons (each from
+    its own source) equals the evaluation on every NetCon: the increments, the
+    NetCons' delivered spikes and next arrivals, and the NaN of a NetCon whose
+    following arrival lies in the window too."""
+    m, t_hi = 40, 1.0
     assert m > 4 * _arrivals.FEW  # (so that the few are taken first)
     rng = np.random.default_rng(arrivals)
+    delay = rng.uniform(0.5, 1.0, m)
     cell = CellArrivals(
-        source=jnp.zeros(m, jnp.int32),
+        source=jnp.arange(m, dtype=jnp.int32),
         entry=jnp.asarray(rng.integers(0, 3, m), jnp.int32),
-        delay=jnp.ones(m),
+        delay=jnp.asarray(delay),
         weight=jnp.asarray(rng.uniform(0.1, 1.0, m)),
     )
     hit = np.zeros(m, bool)
     hit[rng.choice(m, arrivals, replace=False)] = True
-    twice = hit & (np.arange(m) == np.flatnonzero(hit)[-1] if arrivals else False)
-    arrival = jnp.asarray(rng.uniform(0.0, 1.0, m))
-    states = {"g": jnp.zeros(3), "h": jnp.ones(3)}
-    args = (states, [(1.0, _jump)], arrival, jnp.asarray(hit), jnp.asarray(twice))
-    every = cell._add_at(None, dict(states), *args, False)
-    taken = cell._add(states, dict(states), *args[1:], False)
+    arrival = np.where(hit, rng.uniform(0.0, t_hi, m), rng.uniform(2.0, 3.0, m))
+    # each source's first spike, and a second one: in the window for the last
+    # NetCon that receives (twice), later for the others
+    twice = np.arange(m) == (np.flatnonzero(hit)[-1] if arrivals else -1)
+    arrival[twice] = 0.5
+    first = arrival - delay
+    second = first + np.where(twice, 1e-3, 4.0)
+    count = jnp.full(m, 2.0) if arrivals else jnp.ones(m)
+    spikes = (jnp.asarray(first), jnp.asarray(second))
+    states = {"g": jnp.zeros(3), "h": jnp.ones(3), NEXT: jnp.zeros(m)}
+    states[ARRIVAL] = jnp.asarray(arrival)
+    due = (t_hi, True, spikes, count)
+    args = ([(t_hi, _jump)], jnp.asarray(arrival), jnp.asarray(hit), due, False)
+    every = cell._add_at(None, dict(states), states, *args)
+    taken = cell._add(states, dict(states), *args)
     for k in states:
         np.testing.assert_array_equal(taken[k], every[k])
+    np.testing.assert_array_equal(taken[NEXT], hit)
     assert np.isnan(np.asarray(taken["g"])).any() == (arrivals > 0)
+    if arrivals:
+        assert np.all(np.asarray(taken[ARRIVAL])[hit] == (second + delay)[hit])
 
 
 def _model():
