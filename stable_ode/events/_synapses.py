@@ -33,8 +33,8 @@ class AbstractBuiltinSynapse(AbstractArrivalGroup):
 
     def delivery_states(self, z):
         """The states every instance starts with besides its conductances
-        (`z`: zeros, one per instance), and the per-NetCon count of delivered
-        spikes (`NEXT`) if threshold sources drive it."""
+        (`z`: zeros, one per instance), and the per-NetCon states of the
+        delivery (`NEXT`, `ARRIVAL`) if threshold sources drive it."""
         out = {"t_delivered": jnp.full_like(z, _T_NONE), "i": z, "x": z}
         return out if self.cell is None else out | self.cell.init_next(z.dtype)
 
