@@ -61,6 +61,9 @@ BENCHMARKS = {
 }
 COMPARISONS = {
     "small_loops": "XLA:CPU's small-loop threshold at 65,536 bytes",
+    "sequential_schedule": "XLA:CPU's loop bodies ordered for one thread "
+    "(`XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false`, "
+    "`stable_ode.set_cpu_concurrent_schedule(False)`)",
     "redesign_start": "the code at the start of the redesign (`fb227c7`), run "
     "on the same machine right after this run (`--only forward branched network "
     "gradient`)",

@@ -118,7 +118,10 @@ from ._stepping import (
     guard as guard,
     NonFiniteGuard as NonFiniteGuard,
 )
-from ._xla import set_cpu_small_loop_bytes as set_cpu_small_loop_bytes
+from ._xla import (
+    set_cpu_concurrent_schedule as set_cpu_concurrent_schedule,
+    set_cpu_small_loop_bytes as set_cpu_small_loop_bytes,
+)
 from .diagnostics import diagnose as diagnose, Diagnosis as Diagnosis
 from .events import (  # events: point processes and NetCons
     AlphaSynapse as AlphaSynapse,

@@ -123,9 +123,77 @@ def set_cpu_small_loop_bytes(max_bytes: int = 65536) -> None:
     )
 
 
+_SCHEDULER = "--xla_cpu_enable_concurrency_optimized_scheduler"
+
+
+def _with_scheduler(flags: str, concurrent: bool) -> str:
+    """`flags` (an `XLA_FLAGS` string) with `_SCHEDULER` set to `concurrent`,
+    replacing an earlier value and keeping every other flag."""
+    kept = [p for p in flags.split() if p.split("=", 1)[0] != _SCHEDULER]
+    return " ".join([*kept, f"{_SCHEDULER}={str(concurrent).lower()}"])
+
+
+def set_cpu_concurrent_schedule(concurrent: bool = False) -> None:
+    """Choose how XLA:CPU orders the kernels of a loop body: for running
+    several at once (`True`, XLA's default) or one after the other (`False`,
+    this function's default). Call it before JAX runs anything.
+
+    A loop body of more than 8 kernels that touches a buffer over 512 bytes
+    (`set_cpu_small_loop_bytes` describes the ways XLA:CPU runs a loop) goes
+    through XLA's thunk executor, which hands kernels that are ready at the
+    same time to other threads of its pool. XLA's default schedule orders the
+    kernels so that many are ready at once. On a machine with few cores, for
+    a step of many small kernels (a network's events, a model with many
+    mechanism groups), handing them over costs more than running them: the
+    events benchmark's network ran faster in a process limited to one core
+    than in one allowed two, and with this setting as fast with two. A model
+    whose kernels are large (a reconstructed cell of ~900 compartments) ran
+    at the same speed either way; on a machine with many cores a large
+    model's kernels may gain from running at once, so measure your own
+    model both ways (`benchmarks/results.md` compares the benchmarks).
+
+    It sets `XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=...`
+    for the whole process, keeping any other `XLA_FLAGS`. It changes the
+    order in which kernels run, not what they compute. `python -m stable_ode`
+    applies it (`False`) unless `XLA_FLAGS` already names the flag; `import
+    stable_ode` does not, since it would change every JAX program in your
+    process.
+
+    **Arguments:**
+
+    - `concurrent`: `False` to order the kernels for one thread; `True` for
+      XLA's default.
+
+    **Returns:** nothing; it sets the `XLA_FLAGS` environment variable.
+
+    **Raises:**
+
+    - `ValueError` if `concurrent` is not a `bool`.
+    - `RuntimeError` if JAX has already initialised its backends (it reads
+      `XLA_FLAGS` once, so the setting would be silently ignored).
+    """
+    if not isinstance(concurrent, bool):
+        raise ValueError(f"concurrent must be a bool, got {concurrent!r}")
+    if _backends_initialised():
+        raise RuntimeError(
+            "set_cpu_concurrent_schedule must be called before JAX runs anything: "
+            "its backends are already initialised and XLA has read XLA_FLAGS. "
+            "Call it right after `import stable_ode`, or set "
+            f"XLA_FLAGS='{_SCHEDULER}={str(concurrent).lower()}' in the shell."
+        )
+    os.environ["XLA_FLAGS"] = _with_scheduler(
+        os.environ.get("XLA_FLAGS", ""), concurrent
+    )
+
+
 def _command_line_default(max_bytes: int = 65536) -> None:
     """What `python -m stable_ode` does before anything else: raise the threshold
-    (`set_cpu_small_loop_bytes`) unless `XLA_FLAGS` already sets it, so a user's
-    own value, e.g. XLA's default 1024, wins."""
-    if _KEY not in os.environ.get("XLA_FLAGS", "") and not _backends_initialised():
+    (`set_cpu_small_loop_bytes`) and order loop bodies for one thread
+    (`set_cpu_concurrent_schedule`) unless `XLA_FLAGS` already sets them, so a
+    user's own values, e.g. XLA's default threshold 1024, win."""
+    if _backends_initialised():
+        return
+    if _KEY not in os.environ.get("XLA_FLAGS", ""):
         set_cpu_small_loop_bytes(max_bytes)
+    if _SCHEDULER not in os.environ.get("XLA_FLAGS", ""):
+        set_cpu_concurrent_schedule(False)

@@ -1,5 +1,6 @@
-"""`set_cpu_small_loop_bytes`: the XLA_FLAGS it writes, its errors, and that XLA
-compiles a small-model loop into one function after it (in a fresh process)."""
+"""`set_cpu_small_loop_bytes` and `set_cpu_concurrent_schedule`: the XLA_FLAGS
+they write, their errors, the command line's defaults, and that XLA compiles a
+small-model loop into one function after the first (in a fresh process)."""
 
 import os
 import subprocess
@@ -14,6 +15,7 @@ from stable_ode._xla import _with_small_loop_bytes
 
 
 KEY = "xla_cpu_small_while_loop_byte_threshold"
+SCHEDULER = "--xla_cpu_enable_concurrency_optimized_scheduler"
 
 
 @pytest.mark.parametrize(
@@ -99,24 +101,58 @@ def test_safe_compartment_loop_becomes_one_function():
 
 
 def test_command_line_default(monkeypatch):
-    # `python -m stable_ode` raises the threshold before JAX starts, unless the
-    # user's XLA_FLAGS already names it (their value wins, e.g. XLA's 1024).
+    # `python -m stable_ode` raises the threshold and orders loop bodies for
+    # one thread before JAX starts, unless the user's XLA_FLAGS already names
+    # them (their values win, e.g. XLA's 1024).
     from stable_ode import _xla
 
     monkeypatch.setattr(_xla, "_backends_initialised", lambda: False)
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_max_isa=AVX")
     _xla._command_line_default()
     assert os.environ["XLA_FLAGS"] == (
-        f"--xla_cpu_max_isa=AVX --xla_backend_extra_options={KEY}=65536"
+        f"--xla_cpu_max_isa=AVX --xla_backend_extra_options={KEY}=65536 "
+        f"{SCHEDULER}=false"
     )
-    monkeypatch.setenv("XLA_FLAGS", f"--xla_backend_extra_options={KEY}=1024")
+    mine = f"--xla_backend_extra_options={KEY}=1024 {SCHEDULER}=true"
+    monkeypatch.setenv("XLA_FLAGS", mine)
     _xla._command_line_default()
-    assert os.environ["XLA_FLAGS"] == f"--xla_backend_extra_options={KEY}=1024"
+    assert os.environ["XLA_FLAGS"] == mine
     # Called in-process after JAX started (e.g. by a test): left alone.
     monkeypatch.setattr(_xla, "_backends_initialised", lambda: True)
     monkeypatch.delenv("XLA_FLAGS")
     _xla._command_line_default()
     assert "XLA_FLAGS" not in os.environ
+
+
+@pytest.mark.parametrize(
+    "before, concurrent, after",
+    [
+        ("", False, f"{SCHEDULER}=false"),
+        ("--xla_cpu_max_isa=AVX", True, f"--xla_cpu_max_isa=AVX {SCHEDULER}=true"),
+        (
+            f"{SCHEDULER}=true --xla_cpu_max_isa=AVX",
+            False,
+            f"--xla_cpu_max_isa=AVX {SCHEDULER}=false",
+        ),
+    ],
+)
+def test_schedule_flag_merged(monkeypatch, before, concurrent, after):
+    from stable_ode import _xla
+
+    monkeypatch.setattr(_xla, "_backends_initialised", lambda: False)
+    monkeypatch.setenv("XLA_FLAGS", before)
+    so.set_cpu_concurrent_schedule(concurrent)
+    assert os.environ["XLA_FLAGS"] == after
+
+
+def test_schedule_errors(monkeypatch):
+    with pytest.raises(ValueError, match="concurrent must be a bool"):
+        so.set_cpu_concurrent_schedule("false")
+    jax.devices()  # this process has initialised its backends
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_max_isa=AVX")
+    with pytest.raises(RuntimeError, match="before JAX runs anything"):
+        so.set_cpu_concurrent_schedule(False)
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_max_isa=AVX"  # untouched
 
 
 def test_unknown_jax_internals_do_not_break_the_setting(monkeypatch):
@@ -135,7 +171,8 @@ def test_unknown_jax_internals_do_not_break_the_setting(monkeypatch):
 
 def test_entry_points_apply_the_command_line_default():
     # `python -m stable_ode` and the `stable-ode` console script both go through
-    # `_cli.command_line`, which sets the threshold before JAX starts.
+    # `_cli.command_line`, which sets the threshold and the schedule before JAX
+    # starts.
     import pathlib
     import tomllib
 
@@ -156,4 +193,7 @@ def test_entry_points_apply_the_command_line_default():
         timeout=120,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split()[-1] == f"--xla_backend_extra_options={KEY}=65536"
+    assert r.stdout.split()[-2:] == [
+        f"--xla_backend_extra_options={KEY}=65536",
+        f"{SCHEDULER}=false",
+    ]
