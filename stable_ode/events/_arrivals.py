@@ -244,16 +244,17 @@ class CellArrivals(eqx.Module):
         threshold are more than a step apart (the voltage must be back at or
         below the threshold at a step's end in between), and a window is at
         most a step long (adaptive steps land on every arrival). So `jump` is
-        evaluated once per NetCon and window, on `(m,)` arrays, and each state
-        gets one scattered addition; should a NetCon's following arrival lie
+        evaluated at most once per NetCon and window (on the few NetCons that
+        receive, or on all of them: `_add`), and each state gets one
+        scattered addition; should a NetCon's following arrival lie
         in a consuming window too, its increments are NaN, so the step is
         retried shorter (never a dropped event). A window that does not
         consume is followed by one that does over the same interval.
 
-        The arrival times are states, read without a gather: a step's loops
-        over the NetCons are whole vectors, and the ring buffer is read only
+        The arrival times are states, read without a gather: a step compares
+        them with its end as whole vectors, and the ring buffer is read only
         where something changed (a source fired, an arrival was delivered;
-        `lax.cond`, so under `vmap` every step reads it).
+        `lax.cond` and `lax.switch`, so under `vmap` every step reads it).
 
         With `netcon_states`, `jump` takes a fourth argument, the event: `t`
         (the arrival time, ms) and the NetCons' own states (the group's states
