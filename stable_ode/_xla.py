@@ -58,6 +58,19 @@ def _backends_initialised() -> bool:
         return False
 
 
+def _set_xla_flags(caller: str, merged, shell: str) -> None:
+    """Set `XLA_FLAGS` to `merged(XLA_FLAGS)`, or, if JAX has started its
+    backends (and so read `XLA_FLAGS` already), raise a `RuntimeError` that
+    names `caller` and the `shell` setting to use instead."""
+    if _backends_initialised():
+        raise RuntimeError(
+            f"{caller} must be called before JAX runs anything: its backends "
+            "are already initialised and XLA has read XLA_FLAGS. Call it right "
+            f"after `import stable_ode`, or set XLA_FLAGS='{shell}' in the shell."
+        )
+    os.environ["XLA_FLAGS"] = merged(os.environ.get("XLA_FLAGS", ""))
+
+
 def set_cpu_small_loop_bytes(max_bytes: int = 65536) -> None:
     """Let XLA:CPU compile every loop that accesses fewer than `max_bytes` bytes per
     iteration into one function. Call it before JAX runs anything.
@@ -111,15 +124,10 @@ def set_cpu_small_loop_bytes(max_bytes: int = 65536) -> None:
             f"max_bytes must be a positive int (bytes per loop iteration), got "
             f"{max_bytes!r}"
         )
-    if _backends_initialised():
-        raise RuntimeError(
-            "set_cpu_small_loop_bytes must be called before JAX runs anything: "
-            "its backends are already initialised and XLA has read XLA_FLAGS. "
-            "Call it right after `import stable_ode`, or set "
-            f"XLA_FLAGS='{_FLAG}={_KEY}={max_bytes}' in the shell."
-        )
-    os.environ["XLA_FLAGS"] = _with_small_loop_bytes(
-        os.environ.get("XLA_FLAGS", ""), max_bytes
+    _set_xla_flags(
+        "set_cpu_small_loop_bytes",
+        lambda flags: _with_small_loop_bytes(flags, max_bytes),
+        f"{_FLAG}={_KEY}={max_bytes}",
     )
 
 
@@ -174,15 +182,10 @@ def set_cpu_concurrent_schedule(concurrent: bool = False) -> None:
     """
     if not isinstance(concurrent, bool):
         raise ValueError(f"concurrent must be a bool, got {concurrent!r}")
-    if _backends_initialised():
-        raise RuntimeError(
-            "set_cpu_concurrent_schedule must be called before JAX runs anything: "
-            "its backends are already initialised and XLA has read XLA_FLAGS. "
-            "Call it right after `import stable_ode`, or set "
-            f"XLA_FLAGS='{_SCHEDULER}={str(concurrent).lower()}' in the shell."
-        )
-    os.environ["XLA_FLAGS"] = _with_scheduler(
-        os.environ.get("XLA_FLAGS", ""), concurrent
+    _set_xla_flags(
+        "set_cpu_concurrent_schedule",
+        lambda flags: _with_scheduler(flags, concurrent),
+        f"{_SCHEDULER}={str(concurrent).lower()}",
     )
 
 

@@ -48,21 +48,13 @@ def _hook(model, y: State, fn) -> State:
     return State(v=y.v, groups=groups)
 
 
-def _spikes(model, y: State):
-    """The threshold sources' ring buffer in `y` by slot (`(n,)` arrays, ms),
-    or `None`."""
+def _sources(model, y: State):
+    """The threshold sources' ring buffer in `y` by slot (`(n,)` arrays, ms)
+    and their spike counts (`(n,)`), or `(None, None)`."""
     for g, x in zip(model.groups, y.groups):
         if isinstance(g, ThresholdSources):
-            return g.columns(x)
-    return None
-
-
-def _fired(model, y: State):
-    """The threshold sources' spike counts in `y` (`(n,)`), or `None`."""
-    for g, x in zip(model.groups, y.groups):
-        if isinstance(g, ThresholdSources):
-            return x["count"]
-    return None
+            return g.columns(x), x["count"]
+    return None, None
 
 
 def _detect(model, t0, t1, v0, y1: State) -> State:
@@ -105,7 +97,9 @@ class EventSteps(AbstractWrappedSolver):
         start, in `deliver_at_start`.)"""
         _, t_start = solver_state
         span = self.span
-        ring0, count0 = _spikes(model, y0), _fired(model, y0)
+        ring0, count0 = _sources(model, y0)
+        # (new spikes since the last delivery: only from artificial cells)
+        emitted = any(FIRE_N in z for z in y0.groups)
         ionic = any(_clocked(g) and uses_ions(g) for g in model.point_processes)
         views = model.ion_views(y0.v, y0.groups) if ionic else None
 
@@ -124,9 +118,7 @@ class EventSteps(AbstractWrappedSolver):
             windows = [(t0, True, True, at_t0)]
             if g.in_step:
                 windows.append((t1, False, False, [(t1, g.in_step_jump(t1 - t0))]))
-            # (new spikes since the last delivery: only from artificial cells)
-            fired = any(FIRE_N in z for z in y0.groups)
-            return cell.deliver(y, ring0, count0, windows, g.netcon_states, fired)
+            return cell.deliver(y, ring0, count0, windows, g.netcon_states, emitted)
 
         def before(g, x):
             y = deliver(g, x)
@@ -148,8 +140,8 @@ class EventSteps(AbstractWrappedSolver):
         )
         v1 = y1.v
         y1 = _detect(model, t0, t1, y0.v, y1)
-        ring1, count1 = _spikes(model, y1), _fired(model, y1)
-        fired = None if count1 is None else jnp.any(count1 != _fired(model, y0))
+        ring1, count1 = _sources(model, y1)
+        fired = None if count1 is None else jnp.any(count1 != _sources(model, y0)[1])
         # the ions at the step's end, for point processes that use them
         ionic = any(uses_ions(g) for g in model.point_processes)
         views = model.ion_views(v1, y1.groups) if ionic else None
@@ -186,7 +178,7 @@ def deliver_at_start(model, t0, y0: State, span: float) -> State:
     trace (and its derivative's) then holds one delivery, not two."""
     if not has_sequential(model):
         return y0
-    ring0 = _spikes(model, y0)
+    ring0, _ = _sources(model, y0)
     ionic = any(_sequential(g) and uses_ions(g) for g in model.point_processes)
     views = model.ion_views(y0.v, y0.groups) if ionic else None
 
