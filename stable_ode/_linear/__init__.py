@@ -17,7 +17,11 @@ from .chains import ChainTreeSolver as ChainTreeSolver
 from .cyclic import CyclicReduction as CyclicReduction
 from .levels import LevelTreeSolver as LevelTreeSolver
 from .operator import TreeLinearOperator as TreeLinearOperator
-from .plan import tree_plan as tree_plan, TreePlan as TreePlan
+from .plan import (
+    relabelled as relabelled,
+    tree_plan as tree_plan,
+    TreePlan as TreePlan,
+)
 from .schedule import centred_forest as centred_forest, hines_schedule as hines_schedule
 from .sequential import SequentialTreeSolver as SequentialTreeSolver
 from .thomas import Thomas as Thomas

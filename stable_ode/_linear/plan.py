@@ -80,6 +80,38 @@ class TreePlan(eqx.Module):
     order: Int[Array, " n"]
 
 
+def relabelled(plan: TreePlan, label: np.ndarray) -> TreePlan:
+    """`plan` for the same forest with node `i` renamed `label[i]` (a
+    permutation of `0..n-1`): the same chains, separators and orders, so a solve
+    with it does the same arithmetic in the same order, on renamed nodes."""
+    label = np.asarray(label, np.int64)
+    (n,) = label.shape
+    pad = np.append(label, n)  # the padding node `n` keeps its name
+
+    def nodes(a):  # node names (padding `n`) renamed
+        return device_array(pad[np.asarray(a)], np.int32)
+
+    n_chains = plan.node.shape[0]
+    source = np.asarray(plan.reduced_source)
+    edge = source >= n_chains  # `n_chains + node`: an `off_diagonal` entry
+    source = np.where(edge, n_chains + pad[np.maximum(source - n_chains, 0)], source)
+    gather = np.empty(n, np.int64)
+    gather[label] = np.asarray(plan.gather)
+    return eqx.tree_at(
+        lambda p: (
+            p.node, p.sub, p.first_edge, p.last_edge, p.separators,
+            p.reduced_source, p.gather, p.order,
+        ),
+        plan,
+        (
+            nodes(plan.node), nodes(plan.sub), nodes(plan.first_edge),
+            nodes(plan.last_edge), nodes(plan.separators),
+            device_array(source, np.int32), device_array(gather, np.int32),
+            nodes(plan.order),
+        ),
+    )  # fmt: skip
+
+
 def tree_plan(
     parent: np.ndarray, max_chain: int | None = None, unroll_limit: int = 4096
 ) -> TreePlan:

@@ -1,6 +1,7 @@
 """Branched cells: the axial coupling on a tree of compartments and junction
 nodes, whose voltage system is a `TreeLinearOperator` (`stable_ode._linear`)."""
 
+import equinox as eqx
 import jax.numpy as jnp
 import lineax as lx
 import numpy as np
@@ -9,6 +10,7 @@ from jaxtyping import Array, Float, Int
 from .._linear import (
     centred_forest,
     hines_schedule,
+    relabelled,
     tree_plan,
     TreeLinearOperator,
     TreePlan,
@@ -30,14 +32,14 @@ class TreeCoupling(AbstractCoupling):
     conductance-weighted mean of its neighbours (Kirchhoff), so `current` eliminates
     it exactly, and the implicit step's junction rows have zero right-hand side.
 
-    **Fields** (operator ordering: rows `0..n-1` over compartments and junctions):
+    **Fields** (operator ordering: rows `0..ncomp-1` are the compartments in the
+    model's order, rows `ncomp..n-1` the junctions):
 
     - `g`: conductance between row `k` and `parent[k]`, S (0 for roots).
     - `parent`: parent row of each row (a root is its own parent).
     - `schedule`: elimination chunks (`hines_schedule`).
     - `plan`: the chain/Schur-complement plan (`tree_plan`), or `None` to solve
       with the chunked scan (`LevelTreeSolver`).
-    - `rows`: operator row of each compartment, shape `(ncomp,)`.
     - `is_junction`: whether each row is a junction node.
     - `children`: `(n, k)` the children of each row, padded with `n`; when a
       row has more than four, only the first two of each (`k = 2`).
@@ -46,10 +48,16 @@ class TreeCoupling(AbstractCoupling):
     - `more_children`: `(r, k' - 2)` their other children, padded with `n`.
     - `child_sum_index`: `(n,)` where `_child_sum` takes each row's sum from:
       the row itself, or `n + j` for `more_rows[j]`.
-    - `compartment`: `(n,)` the compartment at each row, `ncomp` for junctions.
+    - `n_compartments`: the number of compartments (static).
 
-    Every per-step operation is a gather (`children`, `compartment`, `parent`),
-    never a scatter: XLA:CPU fuses gathers into the surrounding arithmetic, while
+    The schedule, the plan and each row's children are those of Hines' numbering
+    (breadth first from the centre, parents first), renamed: a solve does the
+    arithmetic of that numbering in the same order, while the model's vectors
+    enter and leave the operator's order in place (rows `0..ncomp-1`), not
+    through a permutation.
+
+    Every per-step operation is a gather (`children`, `parent`), never a
+    scatter: XLA:CPU fuses gathers into the surrounding arithmetic, while
     each scatter is a kernel of its own. Where a row has more than four children
     (a soma with a dozen neurites), sums over children are additions of `(n,)`
     gathers, not a reduction over a table padded to the most children of any
@@ -60,13 +68,12 @@ class TreeCoupling(AbstractCoupling):
     parent: Int[Array, " n"]
     schedule: Int[Array, "chunks width"]
     plan: TreePlan | None
-    rows: Int[Array, " ncomp"]
     is_junction: Array
     children: Int[Array, "n k"]
     more_rows: Int[Array, " r"]
     more_children: Int[Array, "r k2"]
     child_sum_index: Int[Array, " n"]
-    compartment: Int[Array, " n"]
+    n_compartments: int = eqx.field(static=True)
 
     def _child_sum(self, x):
         """`sum over the children c of row k of x[c]`, for each row `k`.
@@ -122,11 +129,17 @@ class TreeCoupling(AbstractCoupling):
             diag, -theta * self.g, self.parent, self.schedule, self.plan
         )
 
+    # Both are gathers from an iota (the compartments keep their places; the
+    # junctions read the appended zero), not a concatenation and a slice: XLA
+    # fuses them into the surrounding arithmetic as it fused the permutations of
+    # Hines' numbering, so the step rounds exactly as it did with those.
     def to_operator_order(self, x):
-        return jnp.concatenate([x, jnp.zeros((1,), x.dtype)])[self.compartment]
+        (n,) = self.g.shape
+        rows = jnp.minimum(jnp.arange(n), self.n_compartments)
+        return jnp.concatenate([x, jnp.zeros((1,), x.dtype)])[rows]
 
     def from_operator_order(self, x):
-        return x[self.rows]
+        return x[jnp.arange(self.n_compartments)]
 
     def default_solver(self) -> lx.AbstractLinearSolver:
         return TreeSolver()
@@ -178,12 +191,13 @@ def _tree_coupling(
             "connected parts"
         )
     g_aug = np.where(parent_edge < 0, 0.0, conductance[np.maximum(parent_edge, 0)])
-    # Operator ordering: Hines' (breadth-first by depth, parents first).
+    # Planned in Hines' numbering (`row`: breadth first by depth, parents first),
+    # then renamed to the nodes' own (below).
     row = np.empty(n, np.int64)
     row[order] = np.arange(n)
     parent = row[parent_aug[order]]
-    g = g_aug[order]
     schedule = hines_schedule(parent)
+    plan = tree_plan(parent)
     # The children of each row, as rows, in increasing order, padded with `n`.
     child = np.flatnonzero(parent != np.arange(n))
     n_kids = np.bincount(parent[child], minlength=n)
@@ -193,19 +207,21 @@ def _tree_coupling(
     table[parent[child], np.arange(child.shape[0]) - first[parent[child]]] = child
     # Wide rows: the first two children in `table`, the others apart.
     more_rows = np.flatnonzero(n_kids > 2) if table.shape[1] > 4 else np.zeros(0, int)
+    # Renamed from Hines' rows to the nodes' own numbering (compartments first):
+    # node `order[r]` is row `r`, the padding row `n` stays `n`.
+    node = np.append(order, n)
     child_sum_index = np.arange(n)
-    child_sum_index[more_rows] = n + np.arange(more_rows.shape[0])
+    child_sum_index[order[more_rows]] = n + np.arange(more_rows.shape[0])
     i32 = lambda a: device_array(a, np.int32)  # noqa: E731
     return TreeCoupling(
-        g=device_array(g, dtype),
-        parent=i32(parent),
-        schedule=i32(schedule),
-        plan=tree_plan(parent),
-        rows=i32(row[:n_compartments]),
-        is_junction=device_array(order >= n_compartments),
-        children=i32(table[:, :2] if more_rows.size else table),
-        more_rows=i32(more_rows),
-        more_children=i32(table[more_rows, 2:]),
+        g=device_array(g_aug, dtype),
+        parent=i32(parent_aug),
+        schedule=i32(node[schedule]),
+        plan=relabelled(plan, order),
+        is_junction=device_array(np.arange(n) >= n_compartments),
+        children=i32(node[(table[:, :2] if more_rows.size else table)[row]]),
+        more_rows=i32(order[more_rows]),
+        more_children=i32(node[table[more_rows, 2:]]),
         child_sum_index=i32(child_sum_index),
-        compartment=i32(np.minimum(order, n_compartments)),
+        n_compartments=n_compartments,
     )

@@ -24,7 +24,7 @@ from stable_ode.morphology import (
     TridiagonalCoupling,
 )
 from stable_ode.morphology._discretise import discretise, half_conductance
-from stable_ode.morphology._tree import tree_coupling, tree_plan
+from stable_ode.morphology._tree import relabelled, tree_coupling, tree_plan
 
 
 def random_forest(rng, n, n_roots=1):
@@ -215,6 +215,69 @@ def test_tree_plan_solve_matches_dense(case):
         for g, g_o in zip(grads, grads_o, strict=True):
             assert jnp.allclose(g, g_o, rtol=1e-8, atol=1e-10), other
         assert jnp.allclose(tangent, tangent_o, rtol=1e-8, atol=1e-10), other
+
+
+@pytest.mark.parametrize("case", [0, 2, 5, 6])
+def test_relabelled_plan_solves_the_renamed_system_identically(case):
+    # `relabelled(plan, label)` renames the nodes of a plan; a solve with it on
+    # the renamed system does the same arithmetic in the same order: the same
+    # numbers bit for bit, renamed (what lets `TreeCoupling` keep compartments
+    # in the model's order while solving in Hines' order).
+    parent, kwargs = PLAN_CASES[case]
+    n = parent.shape[0]
+    rng = np.random.default_rng(200 + case)
+    label = rng.permutation(n)  # old node i is new node label[i]
+    new_parent = np.empty(n, np.int64)
+    new_parent[label] = label[parent]
+    schedule = hines_schedule(parent)
+    new_schedule = np.append(label, n)[schedule]
+    diag, off = random_operator(rng, parent, dominant=True)
+    b = jnp.asarray(rng.normal(size=n))
+
+    def rename(x):
+        return jnp.zeros_like(x).at[label].set(x)
+
+    old_op = TreeLinearOperator(
+        diag,
+        off,
+        jnp.asarray(parent),
+        jnp.asarray(schedule),
+        tree_plan(parent, **kwargs),
+    )
+    new_op = TreeLinearOperator(
+        rename(diag),
+        rename(off),
+        jnp.asarray(new_parent),
+        jnp.asarray(new_schedule),
+        relabelled(tree_plan(parent, **kwargs), label),
+    )
+    for solver in SOLVERS.values():
+        x_old = lx.linear_solve(old_op, b, solver).value
+        x_new = lx.linear_solve(new_op, rename(b), solver).value
+        assert np.array_equal(np.asarray(rename(x_old)), np.asarray(x_new)), solver
+
+
+def test_tree_coupling_keeps_compartments_in_place():
+    # Compartments are the operator's first rows, in the model's order; the
+    # junctions follow.
+    cell = so.Cell(
+        "c",
+        [
+            so.Section("soma", 20.0, 20.0, 1),
+            *[
+                so.Section(f"d{i}", 50.0, 1.0, 2, parent="soma", parent_position=1.0)
+                for i in range(3)
+            ],
+        ],
+    )
+    c = so.build([cell]).coupling
+    assert isinstance(c, TreeCoupling) and c.n_compartments == 7
+    assert c.g.shape[0] > 7  # a junction at the soma's 1 end
+    v = jnp.arange(7.0)
+    u = c.to_operator_order(v)
+    assert np.array_equal(np.asarray(u[:7]), np.asarray(v))
+    assert np.all(np.asarray(u[7:]) == 0) and np.all(np.asarray(c.is_junction[7:]))
+    assert np.array_equal(np.asarray(c.from_operator_order(u)), np.asarray(v))
 
 
 def test_tree_plan_structure():
