@@ -40,7 +40,9 @@ class TreeCoupling(AbstractCoupling):
     - `schedule`: elimination chunks (`hines_schedule`).
     - `plan`: the chain/Schur-complement plan (`tree_plan`), or `None` to solve
       with the chunked scan (`LevelTreeSolver`).
-    - `is_junction`: whether each row is a junction node.
+    - `is_junction`: whether each row is a junction node (the rows after the
+      compartments; stored rather than computed in the step, where the
+      comparison changed XLA's fusion, hence the rounding, and was slower).
     - `children`: `(n, k)` the children of each row, padded with `n`; when a
       row has more than four, only the first two of each (`k = 2`).
     - `more_rows`: `(r,)` the rows with more than two children, when a row has
