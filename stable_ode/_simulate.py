@@ -10,7 +10,7 @@ from jaxtyping import Array, Bool, Float
 from ._adjoint import Checkpointing
 from ._controller import SafeStepTo
 from ._model import MembraneModel, State
-from ._recordings import Recordings
+from ._recordings import Recordings, Spikes
 from ._results import RESULTS
 from ._sharding import check_sharding
 from ._solver import BackwardEuler
@@ -45,10 +45,13 @@ class Simulation(eqx.Module):
       (`FixedSteps(plain_first=True)`, the default).
     - `final_state`: the `State` at `t1` (after a failure, the last good state, at
       `stats["t_fail"]`): pass it as `y0` with `t0=t1` to continue the run.
-    - `spikes`: dict from `stable_ode.SpikeRecording` name to its threshold
-      crossings (ms), an array of its `max_spikes`, padded with `inf` (so it
-      keeps its shape under `jit` and `vmap`): `t[np.isfinite(t)]`. A run
-      continued from a `final_state` keeps the earlier spikes.
+    - `spikes`: `stable_ode.SpikeRecording` name → its threshold crossings
+      (ms), padded with `inf` to the largest `max_spikes` of the model's spike
+      recordings (so it keeps its shape under `jit` and `vmap`):
+      `t[np.isfinite(t)]`; a read-only mapping (`stable_ode._recordings.Spikes`:
+      `sim.spikes["pre"]`, `.items()`, `dict(...)`) that holds one array, `{}`
+      without spike recordings. A run continued from a `final_state` keeps the
+      earlier spikes.
 
     After a failure (`throw=False`), the samples at `ts > stats["t_fail"]` hold
     the last good value; `valid` masks them out.
@@ -60,7 +63,7 @@ class Simulation(eqx.Module):
     result: RESULTS
     solution: dfx.Solution | None
     final_state: State | None = None
-    spikes: dict[str, Float[Array, " nspike"]] = eqx.field(default_factory=dict)
+    spikes: Spikes | dict = eqx.field(default_factory=dict)
 
     @property
     def valid(self) -> Bool[Array, " nsave"]:

@@ -30,6 +30,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .._errors import check_number, InvalidArgument
+from .._recordings import Spikes
 from .._stimulus import Site
 from ._arrivals import CellArrivals, is_time as _is_time, NONE
 from ._groups import AbstractNoCurrentGroup
@@ -172,11 +173,11 @@ class SpikeLog(AbstractNoCurrentGroup):
         over = over.at[first_slot].set(jnp.where(first, t_lost, old))
         return {"t": t, "overflow": over}
 
-    def times(self, states) -> dict:
-        """The recorded spike times (ms) by name, padded with `inf`."""
+    def times(self, states) -> Spikes:
+        """The recorded spike times (ms) by name, padded with `inf`: one
+        `(recordings, max_spikes)` array, sliced by name only when looked up."""
         t = states["t"].reshape(len(self.log_names), self.max_spikes)
-        t = jnp.where(_is_time(t), t, jnp.inf)
-        return {name: t[r] for r, name in enumerate(self.log_names)}
+        return Spikes(jnp.where(_is_time(t), t, jnp.inf), self.log_names)
 
 
 class SpikeRecording(eqx.Module):
@@ -185,7 +186,9 @@ class SpikeRecording(eqx.Module):
     `site` may also be an instance of an imported `ARTIFICIAL_CELL` given to
     `build`: its spikes (`net_event`s) are recorded (`threshold` unused).
     `simulate` returns them in `Simulation.spikes[name]`. Up to `max_spikes`
-    (default 1,000) are kept; more is reported (`RESULTS.event_overflow`)."""
+    (default 1,000) are kept; more is reported (`RESULTS.event_overflow`).
+    The spike recordings of a model share one length, the largest of their
+    `max_spikes`: each keeps (and is padded with `inf` to) that many."""
 
     name: str
     site: Site
