@@ -167,7 +167,11 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
 
         def deliver(states):
             ctx = _Context(self, model, v1, ions)  # (only on steps with events)
-            out, bad = self._queue_pass(ctx, dict(states), t_due)
+            # One round function for both passes over the self-events: JAX
+            # traces a scan body once per function object, so the second pass
+            # reuses the first one's trace (and its derivatives').
+            round_ = self._queue_round(ctx, t_due)
+            out, bad = self._queue_pass(round_, dict(states))
             if spike is not None:
                 t, entry, _, mask, overflow, nc = spike
                 out, b = self._in_turn(ctx, out, entry, nc, t, mask)
@@ -180,7 +184,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
                     ctx, out, self.cell.entry, src, arrival, count > 0
                 )
                 bad = bad | b | jnp.any(count > 1)
-            out, b = self._queue_pass(ctx, out, t_due)  # those sent with delay 0
+            out, b = self._queue_pass(round_, out)  # those sent with delay 0
             bad = bad | b | jnp.any(jnp.stack(self._due(out, t_due)))
             return {
                 k: x if k == "t_delivered" else jnp.where(bad, jnp.nan, x)
@@ -201,10 +205,18 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
             out.append((t <= t1) & (t < 0.5 * EMPTY))
         return out
 
-    def _queue_pass(self, ctx, states, t1):
+    def _queue_pass(self, round_, states):
         """Every instance's due self-events, earliest first: `queue_slots`
-        rounds, each running each instance's earliest due event (vectorised
-        over the instances)."""
+        rounds of `round_` (`_queue_round`), each running each instance's
+        earliest due event (vectorised over the instances)."""
+        (states, bad), _ = jax.lax.scan(
+            round_, (states, jnp.asarray(False)), None, length=self.queue_slots
+        )
+        return states, bad
+
+    def _queue_round(self, ctx, t1):
+        """The scan body of `_queue_pass`: run each instance's earliest
+        self-event due by `t1` (ms)."""
 
         def round_(carry, _):
             states, bad = carry
@@ -226,10 +238,7 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
             states, b = self._run(ctx, states, None, src, te, flag, on)
             return (states, bad | b), None
 
-        (states, bad), _ = jax.lax.scan(
-            round_, (states, jnp.asarray(False)), None, length=self.queue_slots
-        )
-        return states, bad
+        return round_
 
     def _in_turn(self, ctx, states, entry, src, t, mask):
         """NetCon events (flag 0) at instances `entry` from NetCons `src` at
