@@ -6,8 +6,8 @@ every `SpikeRecording`'s spike times into another; the names are attached here,
 outside it. A column (a row of spike times) is sliced only when it is looked up,
 so the number of recordings adds no operation to the compiled solve, nor to a
 user's `jax.jit` that returns a `Simulation`, its recordings or its spikes
-(XLA:CPU compiles every output slice as a kernel of its own: 1,000 spike
-recordings returned as 1,000 arrays took 7.5 s of compilation)."""
+(XLA:CPU compiles every output slice as a kernel of its own, so one output array
+per recording made compile time grow with the number of recordings)."""
 
 import functools
 from collections.abc import Iterator, Mapping

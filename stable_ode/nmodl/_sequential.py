@@ -168,8 +168,8 @@ class AbstractNmodlSequentialGroup(AbstractNmodlPointGroup):
         def deliver(states):
             ctx = _Context(self, model, v1, ions)  # (only on steps with events)
             # One round function for both passes over the self-events: JAX
-            # traces a scan body once per function object, so the second pass
-            # reuses the first one's trace (and its derivatives').
+            # caches a scan body's trace by function object, so the second
+            # pass reuses the first one's (NET_RECEIVE's Python is traced once).
             round_ = self._queue_round(ctx, t_due)
             out, bad = self._queue_pass(round_, dict(states))
             if spike is not None:
