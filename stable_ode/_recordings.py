@@ -1,13 +1,13 @@
-"""`Recordings` and `Spikes`: a simulation's saved samples and recorded spike times
-as read-only mappings from recording name to values, each holding one array.
+"""`Recordings`: a simulation's saved samples (and its recorded spike times) as a
+read-only mapping from recording name to values, holding one array.
 
 The compiled solve saves every recording into one array (one gather per step), and
 every `SpikeRecording`'s spike times into another; the names are attached here,
-outside it. A column (a row of spike times) is sliced only when it is looked up,
-so the number of recordings adds no operation to the compiled solve, nor to a
-user's `jax.jit` that returns a `Simulation`, its recordings or its spikes
-(XLA:CPU compiles every output slice as a kernel of its own, so one output array
-per recording made compile time grow with the number of recordings)."""
+outside it. A column is sliced only when it is looked up, so the number of
+recordings adds no operation to the compiled solve, nor to a user's `jax.jit`
+that returns a `Simulation`, its recordings or its spikes (XLA:CPU compiles every
+output slice as a kernel of its own, so one output array per recording made
+compile time grow with the number of recordings)."""
 
 import functools
 from collections.abc import Iterator, Mapping
@@ -22,7 +22,9 @@ def _positions(names: tuple[str, ...]) -> dict[str, int]:
 
 
 class Recordings(eqx.Module, Mapping):
-    """Recording name → samples, as `simulate` returns them (`Simulation.recordings`).
+    """Recording name → samples, as `simulate` returns them (`Simulation.recordings`;
+    also `Simulation.spikes`: spike recording name → spike times, whose `saved`
+    is `(..., nspike, nrec)`).
 
     A read-only `Mapping` (`rec["soma"]`, `rec.items()`, `dict(rec)`, `**rec`)
     whose values are columns of one array, `saved`. As a PyTree it is that one
@@ -62,40 +64,3 @@ class Recordings(eqx.Module, Mapping):
 
 
 Recordings.__init__.__doc__ = """**Arguments:** `saved` and `names`, as the fields."""
-
-
-class Spikes(eqx.Module, Mapping):
-    """`SpikeRecording` name → spike times, as `simulate` returns them
-    (`Simulation.spikes`).
-
-    A read-only `Mapping` (`sp["soma"]`, `sp.items()`, `dict(sp)`, `**sp`) whose
-    values are rows of one array, `times`: each recording's threshold crossings
-    (ms) in order, padded with `inf` to a common length (the largest
-    `max_spikes` of the model's spike recordings), so that a value keeps its shape
-    under `jit` and `vmap` (`t[np.isfinite(t)]` are the spikes). As a PyTree it is
-    that one array (the names are static); under `vmap` the batch axes come first
-    and a value keeps them (`sp["soma"]` has shape `(batch, nspike)`).
-
-    **Fields:**
-
-    - `times`: spike times, ms, shape `(..., nrec, nspike)`.
-    - `names`: the spike recordings' names, one per row of `times`.
-    """
-
-    times: Float[Array, "... nrec nspike"]
-    names: tuple[str, ...] = eqx.field(static=True)
-
-    def __getitem__(self, name: str) -> Float[Array, "... nspike"]:
-        return self.times[..., _positions(self.names)[name], :]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names)
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-    def __contains__(self, name) -> bool:
-        return name in _positions(self.names)
-
-
-Spikes.__init__.__doc__ = """**Arguments:** `times` and `names`, as the fields."""

@@ -10,7 +10,7 @@ from jaxtyping import Array, Bool, Float
 from ._adjoint import Checkpointing
 from ._controller import SafeStepTo
 from ._model import MembraneModel, State
-from ._recordings import Recordings, Spikes
+from ._recordings import Recordings
 from ._results import RESULTS
 from ._sharding import check_sharding
 from ._solver import BackwardEuler
@@ -48,7 +48,7 @@ class Simulation(eqx.Module):
     - `spikes`: `stable_ode.SpikeRecording` name → its threshold crossings
       (ms), padded with `inf` to the largest `max_spikes` of the model's spike
       recordings (so it keeps its shape under `jit` and `vmap`):
-      `t[np.isfinite(t)]`; a read-only mapping (`stable_ode._recordings.Spikes`:
+      `t[np.isfinite(t)]`; a read-only mapping (a `Recordings`, as `recordings`:
       `sim.spikes["pre"]`, `.items()`, `dict(...)`) that holds one array, `{}`
       without spike recordings. A run continued from a `final_state` keeps the
       earlier spikes.
@@ -63,7 +63,7 @@ class Simulation(eqx.Module):
     result: RESULTS
     solution: dfx.Solution | None
     final_state: State | None = None
-    spikes: Spikes | dict = eqx.field(default_factory=dict)
+    spikes: Recordings | dict = eqx.field(default_factory=dict)
 
     @property
     def valid(self) -> Bool[Array, " nsave"]:

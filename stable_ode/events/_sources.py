@@ -30,7 +30,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .._errors import check_number, InvalidArgument
-from .._recordings import Spikes
+from .._recordings import Recordings
 from .._stimulus import Site
 from ._arrivals import CellArrivals, is_time as _is_time, NONE
 from ._groups import AbstractNoCurrentGroup
@@ -173,11 +173,12 @@ class SpikeLog(AbstractNoCurrentGroup):
         over = over.at[first_slot].set(jnp.where(first, t_lost, old))
         return {"t": t, "overflow": over}
 
-    def times(self, states) -> Spikes:
+    def times(self, states) -> Recordings:
         """The recorded spike times (ms) by name, padded with `inf`: one
-        `(recordings, max_spikes)` array, sliced by name only when looked up."""
-        t = states["t"].reshape(len(self.log_names), self.max_spikes)
-        return Spikes(jnp.where(_is_time(t), t, jnp.inf), self.log_names)
+        `(max_spikes, recordings)` array, a column sliced by name only when
+        looked up."""
+        t = states["t"].reshape(len(self.log_names), self.max_spikes).T
+        return Recordings(jnp.where(_is_time(t), t, jnp.inf), self.log_names)
 
 
 class SpikeRecording(eqx.Module):

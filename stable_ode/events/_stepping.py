@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._group import uses_ions
-from .._recordings import Spikes
+from .._recordings import Recordings
 from .._results import RESULTS
 from .._solver._wrapped import AbstractWrappedSolver
 from .._state import group_states, State
@@ -305,10 +305,10 @@ def event_outcome(model, final_state, result, stats):
     return result, stats
 
 
-def spike_log(model, state) -> Spikes | dict:
-    """The recorded spike times (ms) by `SpikeRecording` name (`Spikes`: rows
-    of the largest `max_spikes`, the spikes first, padded with `inf`); `{}`
-    for a model without spike recordings."""
+def spike_log(model, state) -> Recordings | dict:
+    """The recorded spike times (ms) by `SpikeRecording` name (`Recordings`:
+    columns of the largest `max_spikes`, the spikes first, padded with `inf`);
+    `{}` for a model without spike recordings."""
     for g, x in zip(model.groups, state.groups):
         if isinstance(g, SpikeLog):  # (a model has at most one)
             return g.times(x)

@@ -32,7 +32,7 @@ import pytest
 from events_neuron import run
 
 import stable_ode as so
-from stable_ode._recordings import Spikes
+from stable_ode._recordings import Recordings
 from stable_ode.events._arrivals import CellArrivals, just_before, NEXT, NONE
 from stable_ode.events._sources import SpikeLog, ThresholdSources
 from stable_ode.events._stepping import event_outcome
@@ -171,18 +171,18 @@ def test_spike_times_are_one_array_sliced_by_name(network):
     """`Simulation.spikes` holds every spike recording's times in one array
     (one output of a jitted solve, however many recordings: returning one
     array per recording made XLA compile a slice kernel for each) and slices
-    a row by name when it is looked up; batch axes come first."""
+    a column by name when it is looked up; batch axes come first."""
     model, *_ = network
     sp = jax.jit(lambda m: so.simulate(m, T_STOP, DT).spikes)(model)
-    assert len(jax.tree_util.tree_leaves(sp)) == 1 and sp.times.shape == (2, 4)
+    assert len(jax.tree_util.tree_leaves(sp)) == 1 and sp.saved.shape == (4, 2)
     assert list(sp) == ["a", "b"] and len(sp) == 2 and "b" in sp and "c" not in sp
     for r, name in enumerate(("a", "b")):
-        np.testing.assert_array_equal(sp[name], sp.times[r])
+        np.testing.assert_array_equal(sp[name], sp.saved[:, r])
         assert np.isfinite(sp[name][0]) and np.all(np.isinf(sp[name][2:]))
     assert {k: v.shape for k, v in dict(sp).items()} == {"a": (4,), "b": (4,)}
     with pytest.raises(KeyError):
         sp["c"]
-    batched = Spikes(jnp.zeros((3, 2, 4)), ("a", "b"))  # e.g. from a vmap
+    batched = Recordings(jnp.zeros((3, 4, 2)), ("a", "b"))  # e.g. from a vmap
     assert batched["b"].shape == (3, 4)
 
 
