@@ -61,6 +61,10 @@ BENCHMARKS = {
 }
 COMPARISONS = {
     "small_loops": "XLA:CPU's small-loop threshold at 65,536 bytes",
+    "mib_loops": "XLA:CPU's small-loop threshold at 1 MiB (`--small-loop-bytes "
+    "1048576`)",
+    "whole_loops": "XLA:CPU's small-loop threshold at 16 MiB (`--small-loop-bytes "
+    "16777216`): every step loop of these sizes compiled into one function",
     "sequential_schedule": "XLA:CPU's loop bodies ordered for one thread "
     "(`XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false`, "
     "`stable_ode.set_cpu_concurrent_schedule(False)`)",
