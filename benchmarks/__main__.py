@@ -142,6 +142,7 @@ def main(argv=None) -> int:
     else:
         failed = run_benchmarks(args, json_path, plots)
     if not args.no_plots:
+        os.makedirs(plots, exist_ok=True)
         write_plots(load_rows(json_path), plots)
     text = rendered(args.out)
     with open(args.out, "w") as f:

@@ -338,7 +338,15 @@ def test_render_run_row_comparison_and_failure(tmp_path):
 
 @pytest.mark.parametrize(
     "folder",
-    ["", "small_loops", "mib_loops", "whole_loops", "events_delivery", "nmodl_import"],
+    [
+        "",
+        "small_loops",
+        "mib_loops",
+        "whole_loops",
+        "sequential_schedule",
+        "events_delivery",
+        "nmodl_import",
+    ],
 )
 def test_committed_results_md_is_rendered_from_results_json(folder):
     """The committed results files are exactly what `python -m benchmarks
