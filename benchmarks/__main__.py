@@ -68,6 +68,11 @@ COMPARISONS = {
     "sequential_schedule": "XLA:CPU's loop bodies ordered for one thread "
     "(`XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false`, "
     "`stable_ode.set_cpu_concurrent_schedule(False)`)",
+    "one_core": "the whole run limited to one of the machine's cores (`taskset -c 0 "
+    "python -m benchmarks --quick`): XLA's thread pool has one thread, so no kernel "
+    "is handed to another core; the peers under the same limit. Run 5 h after this "
+    "one, in another session (a machine of the same kind): compare the ratios to "
+    "the peers, not the ms",
     "redesign_start": "the code at the start of the redesign (`fb227c7`), run "
     "on the same machine right after this run (`--only forward branched network "
     "gradient`)",
@@ -91,6 +96,17 @@ def _command(name: str, mode: str, plots: str) -> list[str]:
     if name == "work_precision":
         cmd += ["--out", plots]
     return cmd
+
+
+def _machine() -> str:
+    """The machine, as the run row records it: architecture and CPUs, and how
+    many of them this process may run on when that is fewer (`taskset`)."""
+    text = f"{platform.machine()}, {os.cpu_count()} CPUs"
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return text
+    return text if usable == os.cpu_count() else f"{text}, run on {usable}"
 
 
 def _children_cpu() -> float:
@@ -193,7 +209,7 @@ def run_benchmarks(args, json_path: str, plots: str) -> list[str]:
         benchmark=RUN,
         command=f"python -m benchmarks{flag}",
         date=now,
-        machine=f"{platform.machine()}, {os.cpu_count()} CPUs",
+        machine=_machine(),
         python=platform.python_version(),
         xla_flags=env.get("XLA_FLAGS") or None,
         wall_s=time.perf_counter() - start_all,

@@ -344,6 +344,7 @@ def test_render_run_row_comparison_and_failure(tmp_path):
         "mib_loops",
         "whole_loops",
         "sequential_schedule",
+        "one_core",
         "events_delivery",
         "nmodl_import",
     ],
@@ -382,3 +383,14 @@ def test_gradient_verdict_takes_interleaved_times():
     # without the interleaved rows, the separate processes decide
     assert "80.0 / 70.0 ms (separate processes)" in gradient.verdict(results)
     assert "NOT met" in gradient.verdict(results)
+
+
+def test_run_row_names_the_cpus_the_run_was_limited_to(monkeypatch):
+    """A run under `taskset` records how many of the machine's CPUs it ran on
+    (`benchmarks/one_core/` is such a run); an unlimited run records the count."""
+    runner = _runner()
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: {2}, raising=False)
+    assert runner._machine().endswith(", 4 CPUs, run on 1")
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert runner._machine().endswith(", 4 CPUs")
