@@ -70,9 +70,9 @@ COMPARISONS = {
     "`stable_ode.set_cpu_concurrent_schedule(False)`)",
     "one_core": "the whole run limited to one of the machine's cores (`taskset -c 0 "
     "python -m benchmarks --quick`): XLA's thread pool has one thread, so no kernel "
-    "is handed to another core; the peers under the same limit. Run 5 h after this "
-    "one, in another session (a machine of the same kind): compare the ratios to "
-    "the peers, not the ms",
+    "is handed to another core; the peers under the same limit. Run about 5 h "
+    "after this one, in another session: compare the ratios to the peers, not "
+    "the ms",
     "redesign_start": "the code at the start of the redesign (`fb227c7`), run "
     "on the same machine right after this run (`--only forward branched network "
     "gradient`)",
