@@ -10,9 +10,9 @@ import shutil
 import equinox as eqx
 import numpy as np
 import pytest
+from spec_helpers import load_fails
 
 import stable_ode as so
-from stable_ode import SpecError
 from stable_ode.morphology._expression import evaluate, ExpressionError, parse
 
 
@@ -239,12 +239,7 @@ def test_sections_cell_with_properties_patterns_and_distance(tmp_path):
 
 
 def _fails(tmp_path, raw, where, fragment):
-    file = _write(tmp_path, raw)
-    with pytest.raises(SpecError) as info:
-        so.load_spec(file)
-    message = str(info.value)
-    assert message.startswith(f"{file}: {where}: "), message
-    assert fragment in message, message
+    load_fails(_write(tmp_path, raw), where, fragment)
 
 
 def _with(**changes):
