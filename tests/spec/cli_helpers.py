@@ -3,14 +3,13 @@ keys, and two helpers."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
+from spec_helpers import MODELS
 
 import stable_ode._cli as cli
 
 
-MODELS = Path(__file__).parents[1] / "data" / "models"
 TINY = MODELS / "tiny.json"
 NETWORK = MODELS / "network.json"
 STATS_KEYS = {

@@ -10,7 +10,7 @@ import shutil
 import equinox as eqx
 import numpy as np
 import pytest
-from spec_helpers import load_fails
+from spec_helpers import load_fails, write
 
 import stable_ode as so
 from stable_ode.morphology._expression import evaluate, ExpressionError, parse
@@ -20,12 +20,6 @@ DATA = pathlib.Path(__file__).parent.parent / "data" / "morphologies"
 SWC = DATA / "i3d_three_point_soma.swc"
 GNA = "0.12*exp(-x/100)"
 GPAS = "where(x < 20, 1e-4, max(2e-5, 3e-4 - 1e-6*x))"
-
-
-def _write(tmp_path, raw, name="model.json") -> str:
-    path = tmp_path / name
-    path.write_text(json.dumps(raw))
-    return str(path)
 
 
 def _model(cell: dict, record=None, stimuli=None) -> dict:
@@ -93,7 +87,7 @@ def test_morphology_cell_matches_python_api(morph_dir):
             }
         ],
     )
-    loaded = so.load_spec(_write(morph_dir, raw))
+    loaded = so.load_spec(write(morph_dir, raw, "model.json"))
     cell = so.load_morphology(
         morph_dir / "morph" / "cell.swc",
         name="c",
@@ -198,7 +192,7 @@ def test_sections_cell_with_properties_patterns_and_distance(tmp_path):
             ],
         }
     )
-    loaded = so.load_spec(_write(tmp_path, raw))
+    loaded = so.load_spec(write(tmp_path, raw, "model.json"))
     (ins,) = loaded.spec.cells[0].mechanisms
     # path distance from soma(0.5): soma 0; dend_a centres 10 + 20, 60, ...;
     # dend_b hangs from soma(0): 10 + 100·(k + 0.5)/3
@@ -239,7 +233,7 @@ def test_sections_cell_with_properties_patterns_and_distance(tmp_path):
 
 
 def _fails(tmp_path, raw, where, fragment):
-    load_fails(_write(tmp_path, raw), where, fragment)
+    load_fails(write(tmp_path, raw, "model.json"), where, fragment)
 
 
 def _with(**changes):

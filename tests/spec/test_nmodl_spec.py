@@ -2,20 +2,20 @@
 never copied here) inserted by their `SUFFIX`, with their NMODL parameter
 names; one clear error at `nmodl[i]` for each kind of bad entry."""
 
+import copy
 import json
 import pathlib
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from spec_helpers import TINY
 
 import stable_ode as so
 from stable_ode._spec import SpecError
 
 
 pytest.importorskip("neuron")
-
-MODELS = pathlib.Path(__file__).parents[1] / "data" / "models"
 
 
 def _release() -> pathlib.Path:
@@ -26,7 +26,7 @@ def _release() -> pathlib.Path:
 
 
 def _model(nmodl, mechanisms):
-    raw = json.loads((MODELS / "tiny.json").read_text())
+    raw = copy.deepcopy(TINY)
     raw["nmodl"] = nmodl
     raw["cells"][0]["mechanisms"] = mechanisms
     return raw

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from helpers import set_key
 from hypothesis import given, HealthCheck, settings, strategies as st
+from spec_helpers import MODELS, TINY
 
 import stable_ode as so
 import stable_ode._cli as cli
@@ -18,10 +19,6 @@ import stable_ode._cli._interrupt as cli_interrupt
 import stable_ode._cli._output as cli_output
 import stable_ode._cli._solve as cli_solve
 from stable_ode._spec import Limits, SpecError, validate
-
-
-MODELS = Path(__file__).parents[1] / "data" / "models"
-TINY = json.loads((MODELS / "tiny.json").read_text())
 
 
 def _f32(edit):
