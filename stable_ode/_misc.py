@@ -1,6 +1,7 @@
 """Helpers shared across the package: the finiteness test, the sanitised
-linear solve that keeps a non-finite step out of the derivative, and a pause of
-Python's cyclic garbage collector for the model-building loops."""
+linear solve that keeps a non-finite step out of the derivative, a search of a
+sorted array in signed indices, and a pause of Python's cyclic garbage collector
+for the model-building loops."""
 
 import contextlib
 import functools
@@ -11,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import lineax as lx
 import numpy as np
-from jaxtyping import Array, Bool, PyTree
+from jaxtyping import Array, ArrayLike, Bool, PyTree
 
 
 @contextlib.contextmanager
@@ -40,6 +41,36 @@ def device_array(x, dtype=None) -> Array:
     if x.dtype == np.float64 and not jax.config.jax_enable_x64:
         x = x.astype(np.float32)
     return jax.device_put(x)
+
+
+def search_sorted(a: Array, v: ArrayLike, side: str = "left") -> Array:
+    """`jnp.searchsorted(a, v, side=side)` (int32) by bisection in signed 32-bit
+    indices: where `v` would go in the sorted 1-d `a`, before equal values
+    (`"left"`) or after them (`"right"`). JAX's own searchsorted bisects in
+    unsigned indices, which were the only unsigned 32-bit arithmetic in our float64
+    programs when XLA:TPU's compiler rejected them ("Binary op compare with
+    different element types: s32[] and u32[]")."""
+    if side not in ("left", "right"):
+        raise ValueError(f"search_sorted: side={side!r}; expected 'left' or 'right'")
+    n = a.shape[0]
+    if n >= 2**30:  # `lo + hi` must not overflow
+        raise ValueError(f"search_sorted: {n} sorted values; at most 2**30 - 1")
+    v = jnp.asarray(v)
+    lo = jnp.zeros(v.shape, jnp.int32)
+    if n == 0:
+        return lo
+    hi = jnp.full(v.shape, n, jnp.int32)
+
+    def halve(_, bounds):
+        lo, hi = bounds
+        mid = (lo + hi) // 2
+        at = a[jnp.minimum(mid, n - 1)]
+        after = (at <= v) if side == "right" else (at < v)
+        more = lo < hi
+        return jnp.where(more & after, mid + 1, lo), jnp.where(more & ~after, mid, hi)
+
+    lo, _ = jax.lax.fori_loop(0, n.bit_length(), halve, (lo, hi))
+    return lo
 
 
 def tree_all_finite(*trees: PyTree) -> Bool[Array, ""]:

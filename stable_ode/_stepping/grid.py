@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._misc import search_sorted
 from .._term import MembraneTerm
 from ._base import fixed_types, Recorder, solution_stats
 
@@ -72,8 +73,7 @@ def safe_solve(model_y0, cfg: GridConfig):
     plain = jnp.minimum(plain, n_saved - 1)
 
     def search():
-        idx = jnp.searchsorted(ts, grid[::every], side="right") - 1
-        return idx.astype(jnp.int32)
+        return search_sorted(ts, grid[::every], "right") - 1
 
     retried = (sol.stats["num_rejected_steps"] > 0) | (
         sol.stats["num_accepted_steps"] != n

@@ -126,15 +126,21 @@ def clip_floor(t1):
     """`t1` less 100 ulp, as diffrax's loop computes it to clip step ends (100
     chained `equinox.internal.prevbefore`: ~2,000 XLA operations to compile): in
     closed form where `t1` is a positive normal number at least 99 ulp above the
-    smallest one, else by that chain in a loop. Bit for bit the chain's value."""
+    smallest one, else by that chain in a loop. Bit for bit the chain's value.
+    The bits are unsigned and the `cond` passes only them: XLA:TPU's compiler
+    aborts on a float64 bitcast to int64 and on a `cond` over float64 scalars
+    (its emulated 64-bit types)."""
     t1 = jnp.asarray(t1)
-    int_type = {4: jnp.int32, 8: jnp.int64}[t1.dtype.itemsize]
-    bits = jax.lax.bitcast_convert_type(t1, int_type)
+    uint = {4: jnp.uint32, 8: jnp.uint64}[t1.dtype.itemsize]
+    bits = jax.lax.bitcast_convert_type(t1, uint)
     tiny = jnp.asarray(jnp.finfo(t1.dtype).tiny, t1.dtype)
-    tiny_bits = jax.lax.bitcast_convert_type(tiny, int_type)
-    closed = (t1 > 0) & (bits - tiny_bits >= 99)
-    return jax.lax.cond(
-        closed,
-        lambda: jax.lax.bitcast_convert_type(bits - 100, t1.dtype),
-        lambda: jax.lax.fori_loop(0, 100, lambda _, t: eqxi.prevbefore(t), t1),
-    )
+    tiny_bits = jax.lax.bitcast_convert_type(tiny, uint)
+    closed = (t1 > 0) & (bits >= tiny_bits + 99)
+
+    def chain(b):
+        t = jax.lax.bitcast_convert_type(b, t1.dtype)
+        t = jax.lax.fori_loop(0, 100, lambda _, t: eqxi.prevbefore(t), t)
+        return jax.lax.bitcast_convert_type(t, uint)
+
+    out = jax.lax.cond(closed, lambda b: b - 100, chain, bits)
+    return jax.lax.bitcast_convert_type(out, t1.dtype)

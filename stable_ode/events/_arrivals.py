@@ -18,6 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from .._misc import search_sorted
+
 
 _SPANS = tuple(1e-9 * 2.0**k for k in range(64))
 
@@ -90,9 +92,8 @@ class Arrivals(eqx.Module):
         w = self.window(span)
         time_d = self.time
         time = jax.lax.stop_gradient(time_d)
-        lo = jnp.searchsorted(time, t_lo, side="right").astype(jnp.int32)
-        hi = jnp.searchsorted(time, t_hi, side="right" if closed else "left")
-        hi = hi.astype(jnp.int32)
+        lo = search_sorted(time, t_lo, "right")
+        hi = search_sorted(time, t_hi, "right" if closed else "left")
         # The padding keeps `lo + w` in range.
         lo = jnp.minimum(lo, jnp.int32(time.shape[0] - w))
         t = jax.lax.dynamic_slice_in_dim(time_d, lo, w)

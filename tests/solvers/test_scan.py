@@ -33,6 +33,10 @@ def test_clip_floor_is_diffrax_chain_bit_for_bit(dtype):
     want = np.asarray(jax.jit(jax.vmap(_chain))(x))
     got = np.asarray(jax.jit(jax.vmap(clip_floor))(x))
     assert want.tobytes() == got.tobytes(), (values, want, got)
+    # Unbatched, the `cond` takes one branch (under `vmap`, both and a select).
+    one = jax.jit(clip_floor)
+    got = np.array([one(v) for v in x])
+    assert want.tobytes() == got.tobytes(), (values, want, got)
 
 
 def _both(model, grid, solver):

@@ -1,0 +1,58 @@
+"""Float64 programs free of two things XLA:TPU's compiler rejected in them: a
+bitcast of a float64 to a signed 64-bit integer (`clip_floor`), and unsigned
+32-bit arithmetic (JAX's searchsorted). Checked here in the lowered program; the
+compiler itself runs only on a TPU (`benchmarks/gpu.py`)."""
+
+import re
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import hh_compartment
+
+import stable_ode as so
+from stable_ode._misc import search_sorted
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_search_sorted_is_searchsorted(dtype, side):
+    rng = np.random.default_rng(0)
+    search = jax.jit(lambda a, v: search_sorted(a, v, side))
+    for n in [1, 2, 3, 7, 8, 64, 1001]:
+        a = np.sort(rng.integers(0, 20, n)).astype(dtype)  # with repeats
+        a[n - n // 4 :] = np.inf  # diffrax's padding of unused steps
+        v = np.concatenate([a[np.isfinite(a)], np.arange(-1.0, 21.0, 0.5)])
+        v = v.astype(dtype)
+        got = np.asarray(search(jnp.asarray(a), jnp.asarray(v)))
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, np.searchsorted(a, v, side=side))
+        scalar = np.asarray(search(jnp.asarray(a), jnp.asarray(v[0])))
+        assert scalar.shape == () and scalar == np.searchsorted(a, v[0], side)
+    empty = search(jnp.zeros(0, dtype), jnp.asarray([1.0, 2.0], dtype))
+    np.testing.assert_array_equal(empty, [0, 0])
+
+
+def _lowered(fn, *args) -> str:
+    return jax.jit(fn).lower(*args).as_text()
+
+
+def test_float64_solves_lower_without_rejected_constructs():
+    model = hh_compartment(dtype=jnp.float64)
+
+    def plain(m):  # the plain scan (clip_floor)
+        return so.simulate(m, 5.0, 0.025).recordings["soma"]
+
+    def loss(g, m):  # the safe grid solve, checkpointed (search_sorted)
+        hh = lambda m: m.mechanisms[0].mechanism.gnabar  # noqa: E731
+        m = eqx.tree_at(hh, m, jnp.full_like(hh(m), g))
+        sim = so.simulate(m, 5.0, 0.025, adjoint=so.Checkpointing())
+        return jnp.mean(sim.recordings["soma"])
+
+    texts = [_lowered(plain, model), _lowered(jax.grad(loss), 0.12, model)]
+    assert "bitcast_convert" in texts[0]  # clip_floor is there, unsigned
+    for text in texts:
+        assert not re.search(r"tensor<[0-9x]*ui32>", text)
+        assert not re.search(r"\(tensor<f64>\) -> tensor<i64>", text)
