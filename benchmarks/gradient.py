@@ -57,6 +57,8 @@ import subprocess
 import sys
 import time
 
+from .gradient_report import print_results, verdict
+
 
 DT = 0.025
 CHECKPOINT_LENGTHS = [40, 50]
@@ -276,88 +278,6 @@ def worker(spec: dict) -> dict:
     )
 
 
-def interleaved(specs: list[dict], repeats: int) -> list[dict]:
-    """Time several configurations of one model in this one process, calls alternating
-    round robin (`_common.time_interleaved`) so that they share the machine's
-    load; on a shared machine the separate processes' times can differ by 2x
-    from one minute to the next, the ratios measured here do not. Each row also
-    has its XLA temp (MB) and compile time (s)."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-
-    from ._common import time_interleaved
-
-    fns, args, compile_s = [], [], []
-    for spec in specs:
-        loss, a = BUILDERS[spec["model"], spec["impl"]](spec["t_max"], spec["adjoint"])
-        start = time.perf_counter()
-        with solve_variant(spec["impl"]):
-            fns.append(jax.jit(jax.grad(loss)).lower(*a).compile())
-        compile_s.append(time.perf_counter() - start)
-        args.append(a)
-    out = time_interleaved(fns, args, repeats=repeats)
-    rows = []
-    for spec, fn, c, (t, _) in zip(specs, fns, compile_s, out, strict=True):
-        analysis = fn.memory_analysis()
-        temp = None if analysis is None else analysis.temp_size_in_bytes / 2**20
-        rows.append(
-            dict(spec, ms=1e3 * t.median, min_ms=1e3 * t.min, compile_s=c,
-                 xla_temp_mb=temp)
-        )  # fmt: skip
-    return rows
-
-
-INTERLEAVED = {
-    "cable": [
-        ("jaxley", "none"),
-        ("jaxley", "levels=40,50"),
-        ("ours", "default"),
-        (PLAIN, "default"),
-        ("ours", "levels=40,50"),
-        ("ours", "store-all"),
-    ],
-    # Jaxley without checkpointing is left out: 2.5x its `[40, 50]` time and 324
-    # MB of working memory in this process, it is no one's better configuration.
-    "network": [
-        ("jaxley", "levels=40,50"),
-        ("ours", "default"),
-        (PLAIN, "default"),
-        ("ours", "levels=40,50"),
-    ],
-}
-
-
-def interleaved_plan(mode: str, model: str = "cable") -> tuple[list[dict], int]:
-    """The configurations of `model` (`"cable"` or `"network"`) timed in one
-    process with calls alternating, and the number of rounds; without Jaxley,
-    ours only. The smoke test times the cable only (an empty list for the
-    network)."""
-    from ._common import have_jaxley
-
-    pairs = list(INTERLEAVED[model])
-    t_max, repeats = 50.0, 15
-    if mode == "quick":
-        if model == "cable":
-            # the configuration the quick run leaves out of the separate processes
-            pairs.insert(5, ("ours", "checkpoints=10"))
-        # rounds cost little next to the compilations; 3 left the sanitising
-        # ratio (ours / plain solves) at the mercy of one burst of load
-        repeats = 9
-    elif mode == "smoke":
-        pairs, t_max, repeats = (
-            [("jaxley", "levels=40,50"), ("ours", "store-all")]
-            if model == "cable"
-            else [],
-            5.0,
-            1,
-        )
-    if not have_jaxley():
-        pairs = [p for p in pairs if p[0] != "jaxley"]
-    specs = [dict(model=model, impl=i, adjoint=a, t_max=t_max) for i, a in pairs]
-    return specs, repeats
-
-
 def run_spec(spec: dict, timeout: float = 1800.0) -> dict:
     """Run `spec` in a fresh process (`python -m benchmarks.gradient --worker`)."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
@@ -450,158 +370,6 @@ def _full_plan() -> list[dict]:
     return specs
 
 
-def _fmt(x, spec=".1f"):
-    return "-" if x is None else format(x, spec)
-
-
-def print_results(results: list[dict]) -> None:
-    from ._common import format_table
-
-    header = [
-        "model",
-        "impl",
-        "configuration",
-        "t ms",
-        "grad ms (median)",
-        "min",
-        "peak RSS MB",
-        "base RSS MB",
-        "XLA temp MB",
-        "compile s",
-        "finite",
-        "grad[:3]",
-    ]
-    rows = []
-    for r in results:
-        if "error" in r:
-            rows.append(
-                [r["model"], r["impl"], r["adjoint"], _fmt(r["t_max"], ".0f")]
-                + ["ERROR: " + r["error"][:80]]
-                + [""] * 7
-            )
-            continue
-        rows.append(
-            [
-                r["model"],
-                {"jaxley": "Jaxley 0.14", "ours": "stable_ode"}.get(
-                    r["impl"], "stable_ode, plain solves"
-                ),
-                r["adjoint"],
-                _fmt(r["t_max"], ".0f"),
-                _fmt(r["ms"]),
-                _fmt(r["min_ms"]),
-                _fmt(r["peak_rss_mb"], ".0f"),
-                _fmt(r["base_rss_mb"], ".0f"),
-                _fmt(r["xla_temp_mb"], ".2f"),
-                _fmt(r["compile_s"]),
-                str(r["finite"]),
-                ", ".join(f"{g:.6g}" for g in r["grad_head"]),
-            ]
-        )
-    print(format_table(header, rows))
-
-
-# Our configuration matched with each of Jaxley's: storing every step (our
-# default for these sizes) against Jaxley without checkpointing, and the same
-# nested levels.
-MATCHED = (("default", "none"), ("store-all", "none"), ("levels=40,50", "levels=40,50"))
-
-
-def verdict(results: list[dict], interleaved_rows: list[dict] = ()) -> str:
-    """Whether ours ≤ Jaxley's time, peak RSS and XLA working memory, for each
-    model, at each matched configuration (`MATCHED`). Times come from the
-    interleaved rows where both configurations were timed there (calls
-    alternating in one process: the machine's load is shared), else from the
-    separate processes. Our configurations without a Jaxley counterpart (fewer
-    checkpoints than Jaxley's levels store: time traded for memory) are listed
-    with their time and working memory relative to Jaxley's best."""
-    ok = [r for r in results if "error" not in r and not r.get("growth")]
-    lines = []
-
-    def leq(a, b):
-        return a is not None and b is not None and a <= b
-
-    for model in ("cable", "network"):
-        rows = {(r["impl"], r["adjoint"]): r for r in ok if r["model"] == model}
-        inter = {
-            (r["impl"], r["adjoint"]): r
-            for r in interleaved_rows
-            if r["model"] == model
-        }
-        jx_rows = [r for (impl, _), r in rows.items() if impl == "jaxley"]
-        if not jx_rows:
-            continue
-        lines.append(f"  {model}, matched configurations (time, peak RSS, XLA temp):")
-        for ours_name, jx_name in MATCHED:
-            o, j = rows.get(("ours", ours_name)), rows.get(("jaxley", jx_name))
-            if o is None or j is None:
-                continue
-            oi, ji = inter.get(("ours", ours_name)), inter.get(("jaxley", jx_name))
-            o_ms, j_ms, where = (
-                (oi["ms"], ji["ms"], "interleaved")
-                if oi is not None and ji is not None
-                else (o["ms"], j["ms"], "separate processes")
-            )
-            checks = [
-                leq(o_ms, j_ms),
-                leq(o["peak_rss_mb"], j["peak_rss_mb"]),
-                leq(o["xla_temp_mb"], j["xla_temp_mb"]),
-            ]
-            lines.append(
-                f"    ours {ours_name:>13} vs Jaxley {jx_name:>12}: "
-                f"{o_ms:.1f} / {j_ms:.1f} ms ({where}), "
-                f"{o['peak_rss_mb']:.0f} / {j['peak_rss_mb']:.0f} MB, "
-                f"{o['xla_temp_mb']:.2f} / {j['xla_temp_mb']:.2f} MB: "
-                + ("met" if all(checks) else "NOT met")
-            )
-        matched = {name for name, _ in MATCHED}
-        others = [
-            r
-            for (impl, name), r in rows.items()
-            if impl == "ours" and name not in matched
-        ]
-        if not others:
-            continue
-        # Jaxley's best time from the interleaved process where it ran there, as
-        # the matched rows; ours-only configurations run in processes of their own.
-        jx_inter = [r["ms"] for (impl, _), r in inter.items() if impl == "jaxley"]
-        best_ms = min(jx_inter or [r["ms"] for r in jx_rows])
-        least_mb = min(r["xla_temp_mb"] for r in jx_rows)
-        lines.append(
-            f"  {model}, ours without a Jaxley counterpart (time traded for memory; "
-            "own processes):"
-        )
-        for r in others:
-            lines.append(
-                f"    ours {r['adjoint']:>15}: {r['ms']:.1f} ms "
-                f"({r['ms'] / best_ms:.2f}x Jaxley's best), XLA temp "
-                f"{r['xla_temp_mb']:.2f} MB ({r['xla_temp_mb'] / least_mb:.2f}x "
-                "Jaxley's least)"
-            )
-    if not lines:
-        return "verdict: missing rows"
-    growth = sorted(
-        (
-            r
-            for r in results
-            if "error" not in r
-            and r.get("growth")
-            and r["adjoint"] == "checkpoints=100"
-        ),
-        key=lambda r: r["t_max"],
-    )
-    if len(growth) >= 2:
-        a, b = growth[0], growth[-1]
-        ratio_t = b["t_max"] / a["t_max"]
-        ratio_m = (b["xla_temp_mb"] or 0) / max(a["xla_temp_mb"] or 1e-9, 1e-9)
-        lines.append(
-            f"  memory growth at Checkpointing(100), {a['t_max']:.0f} -> "
-            f"{b['t_max']:.0f} ms ({ratio_t:.0f}x): XLA temp x{ratio_m:.2f}, peak "
-            f"RSS {a['peak_rss_mb']:.0f} -> {b['peak_rss_mb']:.0f} MB"
-        )
-    return "target (ours <= Jaxley, time and memory):\n" + "\n".join(lines)
-
-
 def main(argv=None) -> None:
     from ._common import emit
 
@@ -617,6 +385,14 @@ def main(argv=None) -> None:
     if args.worker:
         print("RESULT " + json.dumps(worker(json.loads(args.worker))), flush=True)
         return
+    from .gradient_interleaved import (
+        INTERLEAVED,
+        interleaved,
+        interleaved_plan,
+        print_interleaved,
+        run_interleaved,
+    )
+
     if args.interleaved:
         specs, repeats = interleaved_plan(*args.interleaved)
         rows = interleaved(specs, repeats)
@@ -653,60 +429,6 @@ def main(argv=None) -> None:
             interleaved_rows += rows
     print()
     print(verdict(results, interleaved_rows))
-
-
-def run_interleaved(mode: str, model: str) -> list[dict]:
-    """`interleaved(*interleaved_plan(mode, model))` in a fresh process; its rows,
-    also emitted to `results.json` (`kind="interleaved"`)."""
-    from ._common import emit
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.gradient", "--interleaved", mode, model],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-    )
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    if not lines:
-        print(f"interleaved timing ({model}) failed:", proc.stderr.strip()[-500:])
-        sys.exit(1)
-    rows = json.loads(lines[-1][len("RESULT ") :])
-    emit("gradient", [dict(r, kind="interleaved") for r in rows])
-    return rows
-
-
-def print_interleaved(rows: list[dict], repeats: int) -> None:
-    """The table of one model's interleaved rows, with each time's ratio to the
-    better Jaxley configuration's."""
-    from ._common import format_table
-
-    model, t_max = rows[0]["model"], rows[0]["t_max"]
-    print(
-        f"\n{model.capitalize()} gradient, {t_max:g} ms, timed in one process with "
-        f"calls alternating ({repeats} rounds); ratio = time / the best Jaxley "
-        "median:"
-    )
-    best_jx = min((r["ms"] for r in rows if r["impl"] == "jaxley"), default=None)
-    table = [
-        [
-            {"jaxley": "Jaxley 0.14", "ours": "stable_ode"}.get(
-                r["impl"], "stable_ode, plain solves"
-            ),
-            r["adjoint"],
-            f"{r['ms']:.1f}",
-            f"{r['min_ms']:.1f}",
-            "—" if best_jx is None else f"{r['ms'] / best_jx:.2f}",
-            _fmt(r["xla_temp_mb"], ".2f"),
-            f"{r['compile_s']:.1f}",
-        ]
-        for r in rows
-    ]
-    header = ["impl", "configuration", "median ms", "min ms", "ratio",
-              "XLA temp MB", "compile s"]  # fmt: skip
-    print(format_table(header, table))
-    ratio = sanitised_ratio(rows)
-    if ratio is not None:
-        print(f"sanitised / plain solves (default configuration, median): {ratio:.3f}")
 
 
 if __name__ == "__main__":
