@@ -179,18 +179,16 @@ def loading(paths, repeats: int) -> list[dict]:
     return rows
 
 
-def simulation(path, dtype_name: str, repeats: int, t_max: float, ncomp: int):
-    """Row `morphology`: ours against Jaxley and NEURON on the SWC file `path`."""
+def build_ours(path, dtype, t_max: float, ncomp: int):
+    """The cell of the SWC file `path` in stable_ode, `hh` everywhere, the step
+    current into soma[0](0.5): `(cell, sites, model, run)`, `run(model)` the
+    jitted `simulate` returning both recordings (soma and the last section's 1
+    end) stacked."""
     import jax
     import jax.numpy as jnp
 
     import stable_ode as so
 
-    from ._common import have_jaxley
-    from ._neuron import have_neuron
-    from .forward import compare
-
-    dtype = _dtype(dtype_name)
     cell = so.load_morphology(
         path,
         name="c",
@@ -216,27 +214,47 @@ def simulation(path, dtype_name: str, repeats: int, t_max: float, ncomp: int):
         sim = so.simulate(m, t_max, DT, solver=so.BackwardEuler())
         return jnp.stack([sim.recordings[n] for n in names])
 
+    return cell, sites, model, ours
+
+
+def build_jaxley(path, t_max: float, ncomp: int):
+    """Jaxley's `read_swc` of `path` set up as `build_ours`'s cell (the soma
+    recorded): `(run, params, compartments)`, `run(params)` the jitted
+    `jx.integrate` with `bwd_euler`."""
+    import jax
+    import jaxley as jx
+    from jaxley.channels import HH
+
+    jcell = jx.read_swc(str(path), ncomp=ncomp)
+    jcell.set("axial_resistivity", RA)
+    jcell.set("capacitance", CM)
+    jcell.insert(HH())
+    jcell.set("v", V_INIT)
+    jcell.init_states()
+    current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, t_max)
+    jcell.soma.branch(0).loc(0.5).stimulate(current, verbose=False)
+    jcell.soma.branch(0).loc(0.5).record("v", verbose=False)
+
+    @jax.jit
+    def theirs(p):
+        return jx.integrate(jcell, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
+
+    return theirs, jcell.get_parameters(), int(jcell.total_nbranches) * ncomp
+
+
+def simulation(path, dtype_name: str, repeats: int, t_max: float, ncomp: int):
+    """Row `morphology`: ours against Jaxley and NEURON on the SWC file `path`."""
+    import jax.numpy as jnp
+
+    from ._common import have_jaxley
+    from ._neuron import have_neuron
+    from .forward import compare
+
+    cell, sites, model, ours = build_ours(path, _dtype(dtype_name), t_max, ncomp)
     jaxley, jaxley_comp = None, None
     if have_jaxley():
-        import jaxley as jx
-        from jaxley.channels import HH
-
-        jcell = jx.read_swc(str(path), ncomp=ncomp)
-        jcell.set("axial_resistivity", RA)
-        jcell.set("capacitance", CM)
-        jcell.insert(HH())
-        jcell.set("v", V_INIT)
-        jcell.init_states()
-        current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, t_max)
-        jcell.soma.branch(0).loc(0.5).stimulate(current, verbose=False)
-        jcell.soma.branch(0).loc(0.5).record("v", verbose=False)
-        jaxley_comp = int(jcell.total_nbranches) * ncomp
-
-        @jax.jit
-        def theirs(p):
-            return jx.integrate(jcell, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
-
-        jaxley = ("bwd_euler", theirs, (jcell.get_parameters(),))
+        theirs, params, jaxley_comp = build_jaxley(path, t_max, ncomp)
+        jaxley = ("bwd_euler", theirs, (params,))
     nrn = None
     if have_neuron():
         nrn = _NeuronRun(path, ncomp, sites, t_max, cell)
