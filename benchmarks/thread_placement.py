@@ -1,12 +1,15 @@
-"""The reconstructed cell's time with XLA's worker threads on different cores or on
-one core, ours and Jaxley's, side by side.
+"""The reconstructed cell's and the events network's times with XLA's worker threads
+on different cores or on one core, ours and Jaxley's, side by side.
 
     python -m benchmarks.thread_placement [--dtype float32|float64|both]
                                           [--rounds N] [--calls N] [--smoke]
 
-The cell of `benchmarks/morphology.py` (`tc_jy160728_A_idA`, `hh` everywhere,
-20 ms at dt = 0.025 ms; `--smoke`: the three-point-soma test file, 2 ms), ours
-and Jaxley's import of the same SWC file, each compiled once. XLA:CPU runs the
+Two cases, each compiled once: the cell of `benchmarks/morphology.py`
+(`tc_jy160728_A_idA`, `hh` everywhere, 20 ms at dt = 0.025 ms; `--smoke`: the
+three-point-soma test file, 2 ms), ours and Jaxley's import of the same SWC
+file; and ours of the network of `benchmarks/events.py` (100 HH cells, 1,000
+`Exp2Syn` NetCons, 200 ms; `--smoke`: 10 cells, 30 NetCons, 5 ms; float64
+only, as there; NEURON, its peer, runs on one thread). XLA:CPU runs the
 kernels of a step on its thread pool, whose threads are named `tf_XLAEigen`
 (one per CPU the process may use). The script pins those threads itself, with
 `os.sched_setaffinity` on their thread ids, and times each implementation
@@ -73,14 +76,11 @@ def split_kernels(compiled) -> int:
     return compiled.as_text().count("outer_dimension_partitions")
 
 
-def run(dtype_name: str, rounds: int, calls: int, smoke: bool) -> list[dict]:
-    """Time ours (and Jaxley's, if installed) under each placement; one row per
-    implementation: the medians (ms) per placement over all rounds."""
-    import jax
+def _cell(dtype_name: str, smoke: bool) -> list[tuple]:
+    """The reconstructed cell: `(name, jitted function, arguments)`, ours and
+    (if installed) Jaxley's."""
+    from ._common import have_jaxley
 
-    from ._common import format_table, have_jaxley
-
-    jax.config.update("jax_enable_x64", dtype_name == "float64")
     t_max, ncomp = (2.0, 2) if smoke else (20.0, 4)
     with tempfile.TemporaryDirectory(prefix="stable_ode-bench-") as tmp:
         if smoke:
@@ -89,10 +89,42 @@ def run(dtype_name: str, rounds: int, calls: int, smoke: bool) -> list[dict]:
             path = pathlib.Path(tmp) / "tc_jy160728_A_idA.swc"
             write_swc(ASC, path)
         _, _, model, ours = build_ours(path, _dtype(dtype_name), t_max, ncomp)
-        impls = [("stable_ode", ours, (model,))]
+        impls = [("stable_ode, cell", ours, (model,))]
         if have_jaxley():
             theirs, params, _ = build_jaxley(path, t_max, ncomp)
-            impls.append(("Jaxley", theirs, (params,)))
+            impls.append(("Jaxley, cell", theirs, (params,)))
+    return impls
+
+
+def _network(smoke: bool) -> list[tuple]:
+    """The events network, ours (float64): `[(name, jitted function, arguments)]`."""
+    import jax
+
+    import stable_ode as so
+
+    from . import events
+
+    cells, netcons, t_max = (10, 30, 5.0) if smoke else (100, 1000, 200.0)
+    model, _ = events.build_ours(cells, netcons, t_max)
+
+    @jax.jit
+    def ours(m):
+        return so.simulate(m, t_max, events.DT, solver=so.BackwardEuler()).spikes
+
+    return [("stable_ode, events network", ours, (model,))]
+
+
+def run(dtype_name: str, rounds: int, calls: int, smoke: bool) -> list[dict]:
+    """Time ours (and Jaxley's, if installed) under each placement; one row per
+    implementation and case: the medians (ms) per placement over all rounds."""
+    import jax
+
+    from ._common import format_table
+
+    jax.config.update("jax_enable_x64", dtype_name == "float64")
+    impls = _cell(dtype_name, smoke)
+    if dtype_name == "float64":
+        impls += _network(smoke)
     compiled = []
     for name, fn, args in impls:
         c = fn.lower(*args).compile()
@@ -117,9 +149,9 @@ def run(dtype_name: str, rounds: int, calls: int, smoke: bool) -> list[dict]:
     print(
         f"# {dtype_name}: jax {jax.__version__}, {len(cpus)} CPUs, "
         f"{len(tids)} XLA threads, {rounds} rounds of {calls} calls per placement, "
-        f"t_max {t_max:g} ms"
+        "median ms per placement"
     )
-    header = ["impl", "split kernels", *(f"{p} ms" for p in PLACEMENTS)]
+    header = ["implementation, case", "split kernels", *(f"{p} ms" for p in PLACEMENTS)]
     header += [f"{p} / apart" for p in PLACEMENTS if p != "apart"]
     table = [
         [r["impl"], str(r["split"]), *(f"{r[p]:.2f}" for p in PLACEMENTS)]

@@ -1,5 +1,5 @@
 """`python -m benchmarks.thread_placement` (not part of the runner) runs: it finds
-XLA's worker threads, pins them, and prints one row per implementation."""
+XLA's worker threads, pins them, and prints one row per implementation and case."""
 
 import os
 import pathlib
@@ -29,9 +29,10 @@ def test_thread_placement_smoke():
     try:
         import jaxley  # noqa: F401
 
-        impls = ["stable_ode", "Jaxley"]
+        impls = ["stable_ode, cell", "Jaxley, cell"]
     except ImportError:
-        impls = ["stable_ode"]
+        impls = ["stable_ode, cell"]
+    impls.append("stable_ode, events network")
     assert [r.split("|")[1].strip() for r in rows] == impls, proc.stdout
     for row in rows:
         cells = [c.strip() for c in row.split("|")]
