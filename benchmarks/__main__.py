@@ -41,7 +41,8 @@ import subprocess
 import sys
 import time
 
-from ._report import render, RUN, summary as summary, write_plots
+from ._plots import write_plots
+from ._report import render, RUN, summary as summary
 
 
 BENCHMARKS = {
