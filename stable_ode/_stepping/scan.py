@@ -128,8 +128,8 @@ def clip_floor(t1):
     closed form where `t1` is a positive normal number at least 99 ulp above the
     smallest one, else by that chain in a loop. Bit for bit the chain's value.
     The bits are unsigned and the `cond` passes only them: XLA:TPU's compiler
-    aborts on a float64 bitcast to int64 and on a `cond` over float64 scalars
-    (its emulated 64-bit types)."""
+    aborted on a float64 bitcast to int64 and on a `cond` over float64
+    scalars."""
     t1 = jnp.asarray(t1)
     uint = {4: jnp.uint32, 8: jnp.uint64}[t1.dtype.itemsize]
     bits = jax.lax.bitcast_convert_type(t1, uint)
