@@ -1,6 +1,6 @@
 """Float64 programs free of two things XLA:TPU's compiler rejected in them: a
 bitcast of a float64 to a signed 64-bit integer (`clip_floor`), and unsigned
-32-bit arithmetic (JAX's searchsorted). Checked here in the lowered program; the
+32-bit arithmetic (JAX's searchsorted). Checked here in the lowered programs; the
 compiler itself runs only on a TPU (`benchmarks/gpu.py`)."""
 
 import re
@@ -54,5 +54,25 @@ def test_float64_solves_lower_without_rejected_constructs():
     texts = [_lowered(plain, model), _lowered(jax.grad(loss), 0.12, model)]
     assert "bitcast_convert" in texts[0]  # clip_floor is there, unsigned
     for text in texts:
-        assert not re.search(r"tensor<[0-9x]*ui32>", text)
-        assert not re.search(r"\(tensor<f64>\) -> tensor<i64>", text)
+        _no_rejected_construct(text)
+
+
+def _no_rejected_construct(text: str) -> None:
+    assert not re.search(r"tensor<[0-9x]*ui32>", text)
+    assert not re.search(r"\(tensor<f64>\) -> tensor<i64>", text)
+
+
+def test_float64_event_solve_lowers_without_rejected_constructs():
+    # Arrival windows (spike-time sources) search sorted times every step.
+    site = so.Site("c", "soma", 0.5)
+    syn = so.Exp2Syn(site, tau1=0.5, tau2=3.0, e=0.0, name="syn")
+    model = so.build(
+        [so.Cell("c", [so.Section("soma", 20.0, 20.0, 1)], [so.Insert(so.HH())])],
+        point_processes=[syn],
+        netcons=[so.NetCon(so.SpikeTimes([1.0, 2.5]), syn, delay=0.5, weight=0.004)],
+        recordings=[so.Recording("v", site)],
+        dtype=jnp.float64,
+    )
+    text = _lowered(lambda m: so.simulate(m, 5.0, 0.025).recordings["v"], model)
+    assert "while" in text
+    _no_rejected_construct(text)
