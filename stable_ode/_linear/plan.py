@@ -60,6 +60,8 @@ class TreePlan(eqx.Module):
     - `gather`: `(n,)` position of each node in `concat(chains.ravel(), seps)`.
     - `order`: `(n,)` every node after all of its children (the order of the
       sequential elimination, `SequentialTreeSolver`).
+    - `order_parent`: `(n,)` the parent of each node of `order` (`parent[order]`,
+      so that the elimination reads it without going through `order`).
     """
 
     node: Int[Array, "chains length"]
@@ -78,6 +80,7 @@ class TreePlan(eqx.Module):
     reduced_schedule: Int[Array, "chunks width"] | None
     gather: Int[Array, " n"]
     order: Int[Array, " n"]
+    order_parent: Int[Array, " n"]
 
 
 def relabelled(plan: TreePlan, label: np.ndarray) -> TreePlan:
@@ -100,14 +103,14 @@ def relabelled(plan: TreePlan, label: np.ndarray) -> TreePlan:
     return eqx.tree_at(
         lambda p: (
             p.node, p.sub, p.first_edge, p.last_edge, p.separators,
-            p.reduced_source, p.gather, p.order,
+            p.reduced_source, p.gather, p.order, p.order_parent,
         ),
         plan,
         (
             nodes(plan.node), nodes(plan.sub), nodes(plan.first_edge),
             nodes(plan.last_edge), nodes(plan.separators),
             device_array(source, np.int32), device_array(gather, np.int32),
-            nodes(plan.order),
+            nodes(plan.order), nodes(plan.order_parent),
         ),
     )  # fmt: skip
 
@@ -280,4 +283,5 @@ def tree_plan(
         reduced_schedule=reduced_schedule,
         gather=as_int(gather),
         order=as_int(order),
+        order_parent=as_int(parent[order]),
     )

@@ -10,11 +10,12 @@ from .base import AbstractTreeSolver, promoted
 from .operator import TreeLinearOperator
 
 
-def sequential_solve(order, parent, diag, off, rhs):
+def sequential_solve(order, order_parent, diag, off, rhs):
     """Hines' elimination node by node, as NEURON does it: two `fori_loop`s over
-    `order` (children first), each iteration a few scalar reads and writes
-    (`dynamic_slice` / `dynamic_update_slice`, no scatter, so XLA:CPU compiles
-    each loop into one function)."""
+    `order` (children first; `order_parent[k]` the parent of node `order[k]`),
+    each iteration a few scalar reads and writes (`dynamic_slice` /
+    `dynamic_update_slice`, no scatter, so XLA:CPU compiles each loop into one
+    function)."""
     (n,) = diag.shape
     at = jax.lax.dynamic_index_in_dim
     put = jax.lax.dynamic_update_index_in_dim
@@ -22,7 +23,7 @@ def sequential_solve(order, parent, diag, off, rhs):
     def eliminate(k, carry):
         d, b = carry
         i = order[k]
-        p = parent[i]
+        p = order_parent[k]
         o = at(off, i, keepdims=False)
         f = o / at(d, i, keepdims=False)
         d = put(d, at(d, p, keepdims=False) - f * o, p, 0)
@@ -33,7 +34,7 @@ def sequential_solve(order, parent, diag, off, rhs):
 
     def substitute(k, x):
         i = order[n - 1 - k]
-        xp = at(x, parent[i], keepdims=False)
+        xp = at(x, order_parent[n - 1 - k], keepdims=False)
         value = (at(b, i, keepdims=False) - at(off, i, keepdims=False) * xp) / at(
             d, i, keepdims=False
         )
@@ -58,7 +59,8 @@ class SequentialTreeSolver(AbstractTreeSolver):
         del options
         diag, off, vector = promoted(state, vector)
         assert state.plan is not None  # checked in `init`
-        x = sequential_solve(state.plan.order, state.parent, diag, off, vector)
+        plan = state.plan
+        x = sequential_solve(plan.order, plan.order_parent, diag, off, vector)
         return x, lx.RESULTS.successful, {}
 
 
