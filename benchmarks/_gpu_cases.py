@@ -2,6 +2,8 @@
 and check, ours (`case_ours`) and Jaxley's (`case_jaxley`). JAX and Jaxley are
 imported inside the functions, so that importing this module imports neither."""
 
+import functools
+
 from ._models import (
     build_cable,
     build_cable_jaxley,
@@ -10,6 +12,7 @@ from ._models import (
     build_network_jaxley,
     build_tree,
     build_tree_jaxley,
+    with_hh_conductances,
 )
 from .forward import _dtype
 
@@ -70,18 +73,9 @@ def case_ours(spec):
                 return jnp.stack([sim.recordings["r0"], sim.recordings["r1"]])
 
             return run, (model,), _check_forward
-        n = model.n_compartments
 
         def loss(p, m):
-            m = eqx.tree_at(
-                lambda m: (
-                    m.mechanisms[0].mechanism.gnabar,
-                    m.mechanisms[0].mechanism.gkbar,
-                    m.mechanisms[0].mechanism.gl,
-                ),
-                m,
-                (jnp.full(n, p[0]), jnp.full(n, p[1]), jnp.full(n, p[2])),
-            )
+            m = with_hh_conductances(m, p)
             sim = so.simulate(m, t_max, DT, solver=solver, adjoint=so.Checkpointing())
             return jnp.mean(sim.recordings["r1"])
 
@@ -154,40 +148,32 @@ def case_jaxley(spec):
     import jax.numpy as jnp
     import jaxley as jx
 
-    t_max = spec.t_max
+    def integrate(module):  # `run(params)`: Jaxley's backward Euler
+        return functools.partial(
+            jx.integrate, module, t_max=spec.t_max, delta_t=DT, solver="bwd_euler"
+        )
+
     if spec.kind == "cable":
         module = build_cable_jaxley(spec.cable, spec.t_max)
-
-        def run(p):
-            return jx.integrate(module, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
-
-        return run, (module.get_parameters(),), _check_forward
+        return integrate(module), (module.get_parameters(),), _check_forward
     if spec.kind == "cable-grad":
         module = build_cable_jaxley(spec.cable, spec.t_max)
         for name in ("HH_gNa", "HH_gK", "HH_gLeak"):
             module.make_trainable(name, verbose=False)
+        run = integrate(module)
 
         def loss(p):
-            v = jx.integrate(module, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
-            return jnp.mean(v[1])
+            return jnp.mean(run(p)[1])
 
         return jax.grad(loss), (module.get_parameters(),), _check_grad
     if spec.kind == "tree":
         cell = build_tree_jaxley(spec.tree, spec.t_max)
-
-        def run(p):
-            return jx.integrate(cell, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
-
-        return run, (cell.get_parameters(),), _check_forward
+        return integrate(cell), (cell.get_parameters(),), _check_forward
     if spec.kind == "network":
         # Jaxley starts the synapse state at 0.2; set it to ours (the steady state
         # at v_init, the same in a 2-cell network).
         ours = build_network(2, 1, _dtype(spec.dtype))
         s_init = float(ours.init_state().groups[len(ours.mechanisms)]["s"][0])
         net = build_network_jaxley(spec.cells, spec.syn_per_cell, spec.t_max, s_init)
-
-        def run(p):
-            return jx.integrate(net, p, t_max=t_max, delta_t=DT, solver="bwd_euler")
-
-        return run, (net.get_parameters(),), _check_forward
+        return integrate(net), (net.get_parameters(),), _check_forward
     raise ValueError(f"no Jaxley version of case kind {spec.kind!r}")

@@ -109,20 +109,44 @@ def build_neuron(case: Case):
     )
 
 
+def insert_hh(module, ra: float = RA, cm: float = CM, v_init: float = V_INIT):
+    """Set a Jaxley `module` up as the benchmarks' cells: `ra` (Ω·cm), `cm`
+    (µF/cm²), Jaxley's `HH` everywhere, `v_init` (mV) and the gates' steady state
+    there."""
+    from jaxley.channels import HH
+
+    module.set("axial_resistivity", ra)
+    module.set("capacitance", cm)
+    module.insert(HH())
+    module.set("v", v_init)
+    module.init_states()
+
+
+def with_hh_conductances(model, p):
+    """`model` (one `hh` mechanism group first) with `gnabar`, `gkbar` and `gl`
+    set to `p[0]`, `p[1]`, `p[2]` (S/cm²) in every compartment: the parameters of
+    the cable gradient benchmarks."""
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    n = model.n_compartments
+    hh = lambda m: m.mechanisms[0].mechanism  # noqa: E731
+    return eqx.tree_at(
+        lambda m: (hh(m).gnabar, hh(m).gkbar, hh(m).gl),
+        model,
+        (jnp.full(n, p[0]), jnp.full(n, p[1]), jnp.full(n, p[2])),
+    )
+
+
 def build_jaxley(case: Case):
     """The Jaxley module of `case` (dtype follows JAX's x64 flag)."""
     import jaxley as jx
-    from jaxley.channels import HH
 
     comp = jx.Compartment()
     module = comp if case.n_compartments == 1 else jx.Branch(comp, case.n_compartments)
     module.set("length", case.length / case.n_compartments)  # per compartment
     module.set("radius", case.diameter / 2)
-    module.set("axial_resistivity", RA)
-    module.set("capacitance", CM)
-    module.insert(HH())
-    module.set("v", V_INIT)
-    module.init_states()
+    insert_hh(module)
 
     def comp_at(x):
         # NEURON's sec(x): compartment min(floor(x·n), n-1), as stable_ode uses.
@@ -202,18 +226,13 @@ def build_tree_jaxley(
     """The Jaxley cell of `describe_tree(n_branches, per_branch, amplitude)`, run
     for `t_max` ms (dtype follows JAX's x64 flag)."""
     import jaxley as jx
-    from jaxley.channels import HH
 
     length, diameter, _ = TREE_BRANCH
     n = per_branch
     cell = jx.Cell(jx.Branch(jx.Compartment(), n), parents=tree_parents(n_branches))
     cell.set("length", length / n)  # per compartment
     cell.set("radius", diameter / 2)
-    cell.set("axial_resistivity", RA)
-    cell.set("capacitance", CM)
-    cell.insert(HH())
-    cell.set("v", V_INIT)
-    cell.init_states()
+    insert_hh(cell)
     current = jx.step_current(DELAY, DURATION, amplitude, DT, t_max)
     cell.branch(0).comp(0).stimulate(current, verbose=False)
     cell.branch(0).comp(0).record("v", verbose=False)

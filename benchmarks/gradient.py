@@ -89,27 +89,17 @@ def _ours_adjoint(name: str):
 
 
 def _cable_ours(t_max: float, adjoint_name: str):
-    import equinox as eqx
     import jax.numpy as jnp
 
     import stable_ode as so
 
-    from ._models import build_ours, CABLE
+    from ._models import build_ours, CABLE, with_hh_conductances
 
     model = build_ours(CABLE, jnp.float64)
     adjoint = _ours_adjoint(adjoint_name)
-    n = model.n_compartments
 
     def loss(p, model):
-        model = eqx.tree_at(
-            lambda m: (
-                m.mechanisms[0].mechanism.gnabar,
-                m.mechanisms[0].mechanism.gkbar,
-                m.mechanisms[0].mechanism.gl,
-            ),
-            model,
-            (jnp.full(n, p[0]), jnp.full(n, p[1]), jnp.full(n, p[2])),
-        )
+        model = with_hh_conductances(model, p)
         sim = so.simulate(model, t_max, DT, solver=so.BackwardEuler(), adjoint=adjoint)
         return jnp.mean(sim.recordings["r1"])
 

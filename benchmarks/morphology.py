@@ -223,14 +223,11 @@ def build_jaxley(path, t_max: float, ncomp: int):
     `jx.integrate` with `bwd_euler`."""
     import jax
     import jaxley as jx
-    from jaxley.channels import HH
+
+    from ._models import insert_hh
 
     jcell = jx.read_swc(str(path), ncomp=ncomp)
-    jcell.set("axial_resistivity", RA)
-    jcell.set("capacitance", CM)
-    jcell.insert(HH())
-    jcell.set("v", V_INIT)
-    jcell.init_states()
+    insert_hh(jcell, RA, CM, V_INIT)
     current = jx.step_current(DELAY, DURATION, AMPLITUDE, DT, t_max)
     jcell.soma.branch(0).loc(0.5).stimulate(current, verbose=False)
     jcell.soma.branch(0).loc(0.5).record("v", verbose=False)
