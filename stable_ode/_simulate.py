@@ -8,6 +8,7 @@ import jax
 from jaxtyping import Array, Bool, Float
 
 from ._adjoint import Checkpointing
+from ._backend import check_backend
 from ._controller import SafeStepTo
 from ._model import MembraneModel, State
 from ._recordings import Recordings
@@ -234,6 +235,7 @@ def simulate(
     if not t1 > t0:
         raise ValueError(f"t1 ({t1}) must be > t0 ({t0})")
     stepping.check(solver, model.dtype)
+    check_backend(model.dtype)
     times = stepping.prepare(model, t0, t1)
     y0 = model.init_state() if y0 is None else y0
     check_sharding(model=model, y0=y0)

@@ -1,7 +1,9 @@
-"""Float64 programs free of two things XLA:TPU's compiler rejected in them: a
-bitcast of a float64 to a signed 64-bit integer (`clip_floor`), and unsigned
-32-bit arithmetic (JAX's searchsorted). Checked here in the lowered programs; the
-compiler itself runs only on a TPU (`benchmarks/gpu.py`)."""
+"""Float64 programs free of two things suspected of stopping XLA:TPU's compiler: a
+bitcast of a float64 to a signed 64-bit integer (`clip_floor`; it aborted a shape
+check on a TPU) and unsigned 32-bit arithmetic (JAX's searchsorted; not shown to
+matter). Checked here in the lowered programs; the compiler itself runs only on a
+TPU (`benchmarks/gpu.py`). What does stop it is `jnp.nextafter` in float64, which
+diffrax calls in every solve: `check_backend` refuses float64 there up front."""
 
 import re
 
@@ -13,6 +15,7 @@ import pytest
 from helpers import hh_compartment
 
 import stable_ode as so
+from stable_ode import _backend
 from stable_ode._misc import search_sorted
 
 
@@ -76,3 +79,27 @@ def test_float64_event_solve_lowers_without_rejected_constructs():
     text = _lowered(lambda m: so.simulate(m, 5.0, 0.025).recordings["v"], model)
     assert "while" in text
     _no_rejected_construct(text)
+
+
+def test_float64_refused_where_nextafter_does_not_compile(monkeypatch):
+    # As on a TPU: one clear error before anything is traced, not XLA's.
+    monkeypatch.setattr(_backend, "_platform", lambda: "tpu")
+    monkeypatch.setattr(_backend, "_nextafter_compiles", lambda *a: False)
+    model = hh_compartment(dtype=jnp.float64)
+    with pytest.raises(NotImplementedError, match="float64 model .* tpu backend"):
+        so.simulate(model, 5.0, 0.025)
+    _backend.check_backend(jnp.float32)  # float32 passes
+
+
+def test_backend_check_on_the_cpu(monkeypatch):
+    # The probe compiles on the CPU, but the CPU is never probed.
+    assert _backend._nextafter_compiles("cpu", "float64")
+    assert _backend._platform() == "cpu"
+    with jax.default_device(jax.devices("cpu")[0]):
+        assert _backend._platform() == "cpu"
+
+    def fail(*args):
+        raise AssertionError("probed on the CPU")
+
+    monkeypatch.setattr(_backend, "_nextafter_compiles", fail)
+    _backend.check_backend(jnp.float64)
