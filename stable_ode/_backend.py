@@ -51,8 +51,9 @@ def check_backend(dtype) -> None:
             f"simulate: a float64 model cannot be compiled on this {backend} "
             "backend: its compiler rejects `jnp.nextafter` in float64, which "
             "diffrax's diffeqsolve uses in every solve (XLA:TPU also emulates "
-            "float64, with float32's exponent range). Build the model in float32 "
-            "(`stable_ode.build(..., dtype=jnp.float32)`), or run the float64 "
-            "model on the CPU (`with jax.default_device(jax.devices('cpu')[0]): "
-            "...`; see docs/performance.md, 'On a TPU')"
+            "float64, with float32's exponent range). Use float32 "
+            "(`stable_ode.build(..., dtype=jnp.float32)`; in a model file "
+            '`"integration": {"dtype": "float32"}`), or run the float64 model on '
+            "the CPU (`JAX_PLATFORMS=cpu`, or `with jax.default_device(jax."
+            "devices('cpu')[0]): ...`; see docs/performance.md, 'On a TPU')"
         )

@@ -164,7 +164,9 @@ def _classify(e: BaseException) -> tuple[int, str]:
     """Exit code and one-line message for an exception escaping a command."""
     from .._spec import SpecError
 
-    if isinstance(e, (SpecError, UsageError)):
+    if isinstance(e, (SpecError, UsageError, NotImplementedError)):
+        # NotImplementedError: a setting this platform does not support (float64
+        # on a TPU), with what to use instead
         return EXIT_USAGE, " ".join(str(e).split())
     message = _one_line(e)
     if isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in message:

@@ -291,9 +291,21 @@ def test_demo_without_matplotlib(tmp_path, capsys, monkeypatch):
             "out of memory (RESOURCE_EXHAUSTED: Out of memory allocating 10 GiB)",
         ),
         (ValueError("dt=0.1 must divide\nt1 - t0"), 2, "dt=0.1 must divide"),
+        (
+            NotImplementedError("a float64 model cannot\n be compiled on this tpu"),
+            2,
+            "a float64 model cannot be compiled on this tpu",
+        ),
         (KeyboardInterrupt(), 130, "interrupted"),
     ],
-    ids=["unexpected", "MemoryError", "XLA out of memory", "ValueError", "Ctrl-C"],
+    ids=[
+        "unexpected",
+        "MemoryError",
+        "XLA out of memory",
+        "ValueError",
+        "not supported here",
+        "Ctrl-C",
+    ],
 )
 def test_errors_while_solving(tmp_path, capsys, monkeypatch, error, code, message):
     def solve(loaded, **kwargs):
@@ -326,3 +338,19 @@ def test_unsuccessful_solve_still_writes_output(tmp_path, capsys, monkeypatch):
     assert "4 non-finite rejected" in captured.out
     with np.load(out) as data:
         assert json.loads(str(data["stats"]))["t_fail"] == 0.075
+
+
+def test_float64_model_where_the_backend_refuses_it(tmp_path, capsys, monkeypatch):
+    # As on a TPU (see tests/solvers/test_tpu_constructs.py): exit 2, one line
+    # that says what to use instead, nothing written.
+    import stable_ode._backend as backend
+
+    monkeypatch.setattr(backend, "_platform", lambda: "tpu")
+    monkeypatch.setattr(backend, "_nextafter_compiles", lambda *a: False)
+    argv = ["run", str(TINY), "-o", str(tmp_path / "o.npz")]
+    assert cli.main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "a float64 model cannot be compiled on this tpu backend" in line
+    assert '"integration": {"dtype": "float32"}' in line
+    assert "JAX_PLATFORMS=cpu" in line
+    assert not (tmp_path / "o.npz").exists()
