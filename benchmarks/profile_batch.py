@@ -46,7 +46,8 @@ def profile_batch(
     import stable_ode as so
 
     from ._common import have_jaxley, loop_kernels, time_interleaved
-    from .forward import build_ours, COMPARTMENT, DT, GNA_RANGE, jaxley_batch
+    from ._models import build_ours, COMPARTMENT, DT
+    from .forward_batch import GNA_RANGE, jaxley_batch
 
     dtype = jnp.float64 if dtype_name == "float64" else jnp.float32
     case = dataclasses.replace(COMPARTMENT, t_max=t_max)

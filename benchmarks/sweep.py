@@ -34,8 +34,8 @@ def sweep_rows(dtype_name: str, n_batch: int, repeats: int, t_max: float) -> lis
     import stable_ode as so
 
     from ._common import time_interleaved
-    from ._models import COMPARTMENT, describe, V_INIT
-    from .forward import DT, GNA_RANGE
+    from ._models import COMPARTMENT, describe, DT, V_INIT
+    from .forward_batch import GNA_RANGE
 
     dtype = jnp.float64 if dtype_name == "float64" else jnp.float32
     case = dataclasses.replace(COMPARTMENT, t_max=t_max)
