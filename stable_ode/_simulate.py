@@ -214,6 +214,10 @@ def simulate(
     Time arguments are Python floats (they fix array shapes); `model` and `y0` may
     be traced, so `simulate` works under `jax.jit`, `jax.vmap` and `jax.grad`.
     Repeated calls with the same shapes and settings compile once.
+
+    A float64 model on a backend whose compiler cannot take float64 (XLA:TPU's)
+    raises a `NotImplementedError` before anything is traced
+    (docs/performance.md, "On a TPU").
     """
     t0, t1 = float(t0), float(t1)
     if stepping is None:
