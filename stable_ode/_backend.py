@@ -13,6 +13,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from ._errors import Unsupported
+
 
 @functools.cache
 def _nextafter_compiles(backend: str, dtype_name: str) -> bool:
@@ -38,16 +40,17 @@ def _platform() -> str:
 
 
 def check_backend(dtype) -> None:
-    """A `NotImplementedError` if the platform the solve compiles for (JAX's
-    default device) cannot compile it in `dtype` (the model's floating-point
-    dtype): float64 where the compiler rejects `jnp.nextafter`, as XLA:TPU's
-    does. Nothing is tried on the CPU, whose compiler takes every dtype."""
+    """A `stable_ode._errors.Unsupported` (a `NotImplementedError`) if the
+    platform the solve compiles for (JAX's default device) cannot compile it in
+    `dtype` (the model's floating-point dtype): float64 where the compiler
+    rejects `jnp.nextafter`, as XLA:TPU's does. Nothing is tried on the CPU,
+    whose compiler takes every dtype."""
     backend = _platform()
     dtype = jnp.dtype(dtype)
     if backend == "cpu" or dtype != jnp.float64:
         return
     if not _nextafter_compiles(backend, dtype.name):
-        raise NotImplementedError(
+        raise Unsupported(
             f"simulate: a float64 model cannot be compiled on this {backend} "
             "backend: its compiler rejects `jnp.nextafter` in float64, which "
             "diffrax's diffeqsolve uses in every solve (XLA:TPU also emulates "

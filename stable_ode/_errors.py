@@ -1,4 +1,5 @@
-"""`InvalidArgument`: a constructor's `ValueError` that names the argument at fault."""
+"""`InvalidArgument`: a constructor's `ValueError` that names the argument at fault;
+`Unsupported`: a setting this machine or a dependency cannot run."""
 
 import math
 
@@ -29,6 +30,14 @@ class InvalidArgument(ValueError):
 
     def __reduce__(self):
         return type(self), (self.owner, self.argument, self.problem)
+
+
+class Unsupported(NotImplementedError):
+    """A setting that is valid but that the machine or a dependency cannot run
+    (float64 on a TPU, explicit mesh axes through lineax), raised before
+    anything is traced, with what to use instead. The command line reports it
+    as a usage error (exit 2); any other `NotImplementedError` stays an
+    unexpected one."""
 
 
 def concrete_number(x) -> bool:

@@ -9,19 +9,22 @@ import equinox as eqx
 import jax
 from jax.sharding import AxisType
 
+from ._errors import Unsupported
+
 
 _UNSUPPORTED = (AxisType.Explicit, AxisType.Manual)
 
 
 def check_sharding(**trees) -> None:
-    """A `NotImplementedError` naming the argument if an array in one of `trees`
-    (name → pytree) is typed with explicit or manual (`shard_map`) mesh axes."""
+    """A `stable_ode._errors.Unsupported` (a `NotImplementedError`) naming the
+    argument if an array in one of `trees` (name → pytree) is typed with
+    explicit or manual (`shard_map`) mesh axes."""
     for name, tree in trees.items():
         for leaf in jax.tree.leaves(eqx.filter(tree, eqx.is_array)):
             mesh = getattr(jax.typeof(leaf).sharding, "mesh", None)
             kinds = [t for t in getattr(mesh, "axis_types", ()) if t in _UNSUPPORTED]
             if kinds:
-                raise NotImplementedError(
+                raise Unsupported(
                     f"simulate: `{name}` holds arrays sharded over mesh axes of type "
                     f"{kinds[0].name} ({dict(mesh.shape)}); the voltage solves run "
                     "through lineax, which does not support explicit or shard_map "

@@ -216,8 +216,8 @@ def simulate(
     Repeated calls with the same shapes and settings compile once.
 
     A float64 model on a backend whose compiler cannot take float64 (XLA:TPU's)
-    raises a `NotImplementedError` before anything is traced
-    (docs/performance.md, "On a TPU").
+    raises a `NotImplementedError` (`stable_ode._errors.Unsupported`) before
+    anything is traced (docs/performance.md, "On a TPU").
     """
     t0, t1 = float(t0), float(t1)
     if stepping is None:

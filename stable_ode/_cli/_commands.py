@@ -162,11 +162,12 @@ def _one_line(e: BaseException, limit: int = 400) -> str:
 
 def _classify(e: BaseException) -> tuple[int, str]:
     """Exit code and one-line message for an exception escaping a command."""
+    from .._errors import Unsupported
     from .._spec import SpecError
 
-    if isinstance(e, (SpecError, UsageError, NotImplementedError)):
-        # NotImplementedError: a setting this platform does not support (float64
-        # on a TPU), with what to use instead
+    # Unsupported: a setting this machine cannot run (float64 on a TPU), with
+    # what to use instead
+    if isinstance(e, (SpecError, UsageError, Unsupported)):
         return EXIT_USAGE, " ".join(str(e).split())
     message = _one_line(e)
     if isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in message:

@@ -12,6 +12,7 @@ from cli_helpers import python_m, stub_solved, TINY
 import stable_ode._cli as cli
 import stable_ode._cli._solve as cli_solve
 import stable_ode._plot as plot
+from stable_ode._errors import Unsupported
 from stable_ode._spec import SpecError
 
 
@@ -292,9 +293,14 @@ def test_demo_without_matplotlib(tmp_path, capsys, monkeypatch):
         ),
         (ValueError("dt=0.1 must divide\nt1 - t0"), 2, "dt=0.1 must divide"),
         (
-            NotImplementedError("a float64 model cannot\n be compiled on this tpu"),
+            Unsupported("a float64 model cannot\n be compiled on this tpu"),
             2,
             "a float64 model cannot be compiled on this tpu",
+        ),
+        (
+            NotImplementedError("abstract\n in a user's mechanism"),
+            3,
+            "unexpected error: NotImplementedError: abstract (run again with",
         ),
         (KeyboardInterrupt(), 130, "interrupted"),
     ],
@@ -304,6 +310,7 @@ def test_demo_without_matplotlib(tmp_path, capsys, monkeypatch):
         "XLA out of memory",
         "ValueError",
         "not supported here",
+        "NotImplementedError",
         "Ctrl-C",
     ],
 )
